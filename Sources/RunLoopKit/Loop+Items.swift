@@ -1,0 +1,75 @@
+// Adding, removing and querying items. Any thread may call these: the tables are guarded by the
+// loop's lock, and a loop that is asleep is woken so it re-arms its wake-up time.
+
+extension Loop {
+    /// Adds `timer` to `mode` (`.common`: every common mode, now and later).
+    ///
+    /// Any thread. Adding it again to a mode it is in does nothing; adding an invalidated timer
+    /// does nothing. A timer belongs to one loop: adding it to a second loop is a programmer error.
+    public func add(_ timer: LoopTimer, forMode mode: Mode) {
+        guard timer.bind(to: self) else { return }
+        insert(.timer(timer), forMode: mode)
+    }
+
+    /// Removes `timer` from `mode` (`.common`: from every common mode) without invalidating it.
+    ///
+    /// Any thread. Removing a timer that is not there does nothing.
+    public func remove(_ timer: LoopTimer, forMode mode: Mode) {
+        remove(.timer(timer), forMode: mode)
+    }
+
+    /// Whether `timer` is in `mode` (`.common`: whether it was added to `.common`).
+    ///
+    /// Any thread.
+    public func contains(_ timer: LoopTimer, inMode mode: Mode) -> Bool {
+        contains(ObjectIdentifier(timer), inMode: mode)
+    }
+
+    /// Adds `observer` to `mode` (`.common`: every common mode, now and later).
+    ///
+    /// Any thread. Adding it again to a mode it is in does nothing. An observer belongs to one
+    /// loop: adding it to a second loop is a programmer error.
+    public func add(_ observer: LoopObserver, forMode mode: Mode) {
+        guard observer.bind(to: self) else { return }
+        insert(.observer(observer), forMode: mode)
+    }
+
+    /// Removes `observer` from `mode` without invalidating it.
+    ///
+    /// Any thread. Removing an observer that is not there does nothing.
+    public func remove(_ observer: LoopObserver, forMode mode: Mode) {
+        remove(.observer(observer), forMode: mode)
+    }
+
+    /// Whether `observer` is in `mode` (`.common`: whether it was added to `.common`).
+    ///
+    /// Any thread.
+    public func contains(_ observer: LoopObserver, inMode mode: Mode) -> Bool {
+        contains(ObjectIdentifier(observer), inMode: mode)
+    }
+
+    /// Adds `source` to `mode` (`.common`: every common mode, now and later).
+    ///
+    /// Any thread. Adding it again to a mode it is in does nothing. A source that is already
+    /// signalled is performed when a mode holding it runs.
+    public func add(_ source: LoopSource, forMode mode: Mode) {
+        let (valid, signalled) = source.attach(to: self)
+        guard valid else { return }
+        insert(.source(source), forMode: mode)
+        if signalled { sourceWasSignalled() }
+    }
+
+    /// Removes `source` from `mode` without invalidating it; a pending signal stays pending.
+    ///
+    /// Any thread. Removing a source that is not there does nothing.
+    public func remove(_ source: LoopSource, forMode mode: Mode) {
+        remove(.source(source), forMode: mode)
+    }
+
+    /// Whether `source` is in `mode` (`.common`: whether it was added to `.common`).
+    ///
+    /// Any thread.
+    public func contains(_ source: LoopSource, inMode mode: Mode) -> Bool {
+        contains(ObjectIdentifier(source), inMode: mode)
+    }
+}

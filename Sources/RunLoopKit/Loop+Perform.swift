@@ -1,0 +1,136 @@
+import Synchronization
+import Glibc
+
+// Cross-thread traffic: blocks, signals, stop and wake-up.
+//
+// Other threads never touch libevent. They append to `inbox` and, if no wake-up is pending yet,
+// write the loop's eventfd once: however many posts land between two iterations, the loop is woken
+// once. The loop clears `wakePending` only after it has read the eventfd, then takes the inbox, so a
+// post that lands after the take sees the flag clear and writes again: no post is ever slept on.
+
+extension Loop {
+    /// A block queued by `perform`, with the modes it may run in.
+    struct Block {
+        let modes: [Mode]
+        let body: @Sendable () -> Void
+    }
+
+    struct Inbox {
+        var blocks: [Block] = []
+        /// True from the eventfd write until the loop has read it.
+        var wakePending = false
+        /// Set at teardown: nothing is queued and the eventfd is not written any more.
+        var closed = false
+    }
+
+    /// Queues `block` to run on the loop's thread the next time the loop runs in one of `modes`
+    /// (`.common`: any mode of the common set), and wakes the loop.
+    ///
+    /// Any thread. Blocks from one thread run in the order they were posted; blocks for modes that
+    /// are not running wait, they are not dropped. Many posts between two iterations cost one
+    /// wake-up. Blocks posted to a loop whose thread has exited are discarded.
+    public func perform(inModes modes: [Mode] = [.common], _ block: @escaping @Sendable () -> Void) {
+        precondition(!modes.isEmpty, "RunLoopKit: perform(inModes:) needs at least one mode, or the block could never run")
+        let foreign = !isCurrentThread
+        inbox.withLock { inbox in
+            guard !inbox.closed else { return }
+            inbox.blocks.append(Block(modes: modes, body: block))
+            // The loop's own thread checks its inbox before sleeping; only other threads must wake it.
+            if foreign { Loop.signalWakeDescriptor(&inbox, wakeDescriptor) }
+        }
+    }
+
+    /// Ends the loop's current or next sleep without handling anything.
+    ///
+    /// Any thread. Coalesced: many calls before the loop wakes cost one write to its eventfd.
+    public func wakeUp() {
+        inbox.withLock { inbox in
+            Loop.signalWakeDescriptor(&inbox, wakeDescriptor)
+        }
+    }
+
+    /// Makes the innermost running `run` return `.stopped` once the current callout returns.
+    ///
+    /// Any thread. Called while the loop is not running it does nothing (it is not remembered).
+    /// Stopping ``main`` is allowed but discouraged.
+    public func stop() {
+        guard let frame = state.withLock({ $0.runStack.last }) else { return }
+        frame.stopped.store(true, ordering: .releasing)
+        wakeUpIfForeign()
+    }
+
+    // The write happens under the inbox lock so that teardown cannot close (and the process reuse)
+    // the descriptor between the check and the write.
+    private static func signalWakeDescriptor(_ inbox: inout Inbox, _ descriptor: Int32) {
+        guard !inbox.closed, !inbox.wakePending else { return }
+        inbox.wakePending = true
+        var one: UInt64 = 1
+        _ = write(descriptor, &one, MemoryLayout<UInt64>.size)
+    }
+
+    func wakeUpIfForeign() {
+        if !isCurrentThread { wakeUp() }
+    }
+
+    func sourceWasSignalled() {
+        sourceSignalled.store(true, ordering: .releasing)
+        wakeUpIfForeign()
+    }
+
+    /// Moves posted blocks into `pendingBlocks`. `consumedWakeUp`: the backend has read the eventfd,
+    /// so the next post must write it again. Loop thread only.
+    func takeInbox(consumedWakeUp: Bool) {
+        let taken: [Block] = inbox.withLock { inbox in
+            if consumedWakeUp { inbox.wakePending = false }
+            guard !inbox.blocks.isEmpty else { return [] }
+            defer { inbox.blocks = [] }
+            return inbox.blocks
+        }
+        guard !taken.isEmpty else { return }
+        if pendingBlocks.isEmpty {
+            pendingBlocks = taken
+        } else {
+            pendingBlocks.append(contentsOf: taken)
+        }
+    }
+
+    /// Runs the pending blocks that may run in `mode`, in posting order; the others keep waiting.
+    /// Blocks posted meanwhile wait for the next pass. Loop thread only. Returns whether any ran.
+    @discardableResult
+    func runBlocks(in mode: Mode) -> Bool {
+        takeInbox(consumedWakeUp: false)
+        guard !pendingBlocks.isEmpty else { return false }
+        let commonModes = state.withLock { $0.commonModes }
+        var runnable: [Block] = []
+        var waiting: [Block] = []
+        for block in pendingBlocks {
+            if Loop.block(block, mayRunIn: mode, common: commonModes) {
+                runnable.append(block)
+            } else {
+                waiting.append(block)
+            }
+        }
+        // Set before running: a nested run inside a block must see only what is still pending.
+        pendingBlocks = waiting
+        for block in runnable {
+            block.body()
+        }
+        return !runnable.isEmpty
+    }
+
+    /// Whether a block that may run in `mode` is pending (including ones posted from this thread).
+    func hasBlocks(for mode: Mode) -> Bool {
+        takeInbox(consumedWakeUp: false)
+        guard !pendingBlocks.isEmpty else { return false }
+        let commonModes = state.withLock { $0.commonModes }
+        return pendingBlocks.contains { Loop.block($0, mayRunIn: mode, common: commonModes) }
+    }
+
+    static func block(_ block: Block, mayRunIn mode: Mode, common: Set<Mode>) -> Bool {
+        for candidate in block.modes
+        where candidate == mode || (candidate == .common && common.contains(mode)) {
+            return true
+        }
+        return false
+    }
+}

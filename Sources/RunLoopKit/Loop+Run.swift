@@ -1,0 +1,246 @@
+import Synchronization
+// Running a loop. `runOnce` below is the iteration, step by step as docs/Design.md numbers it.
+
+extension Loop {
+    /// Runs the loop in `.default` until it is stopped or `.default` has nothing left to serve.
+    ///
+    /// Loop thread only. Unlike Foundation's `RunLoop.run()`, `stop()` does end it.
+    public func run() {
+        preconditionLoopThread("Loop.run()")
+        while true {
+            let result = runSpecific(.default, deadline: RunDeadline(after: nil), returnAfterSourceHandled: false)
+            if result == .stopped || result == .finished { return }
+        }
+    }
+
+    /// Runs the loop once in `mode` until `timeout` passes, `stop()` is called, the mode has nothing
+    /// left to serve, or (with `returnAfterSourceHandled`) a source was handled.
+    ///
+    /// Loop thread only; may be called from inside a callout (a nested run). A zero or negative
+    /// `timeout` serves what is ready without sleeping. Running `.common` returns `.finished`.
+    @discardableResult
+    public func run(mode: Mode = .default, for timeout: Duration, returnAfterSourceHandled: Bool = false)
+        -> RunResult
+    {
+        preconditionLoopThread("Loop.run(mode:for:)")
+        return runSpecific(mode, deadline: RunDeadline(after: timeout), returnAfterSourceHandled: returnAfterSourceHandled)
+    }
+
+    /// Runs the loop once in `mode`, returning after one source is handled or at `deadline`.
+    ///
+    /// Loop thread only. Returns false at once, without running, if `mode` has nothing to serve
+    /// (or is `.common`); true otherwise.
+    @discardableResult
+    public func run(mode: Mode, until deadline: ContinuousClock.Instant) -> Bool {
+        preconditionLoopThread("Loop.run(mode:until:)")
+        guard mode != .common, !isFinished(mode) else { return false }
+        runSpecific(mode, deadline: RunDeadline(at: deadline), returnAfterSourceHandled: true)
+        return true
+    }
+
+    /// When a run times out. `pollOnly`: a zero timeout, one pass without sleeping.
+    struct RunDeadline {
+        var instant: ContinuousClock.Instant?
+        var pollOnly: Bool
+
+        init(after timeout: Duration?) {
+            let now = ContinuousClock.now
+            guard let timeout else {
+                self.init(instant: nil, pollOnly: false)
+                return
+            }
+            if timeout <= .zero {
+                self.init(instant: now, pollOnly: true)
+            } else if timeout > .seconds(100 * 365 * 86_400) {
+                self.init(instant: nil, pollOnly: false)  // "forever"
+            } else {
+                self.init(instant: now + timeout, pollOnly: false)
+            }
+        }
+
+        init(at deadline: ContinuousClock.Instant) {
+            self.init(instant: deadline, pollOnly: deadline <= .now)
+        }
+
+        private init(instant: ContinuousClock.Instant?, pollOnly: Bool) {
+            self.instant = instant
+            self.pollOnly = pollOnly
+        }
+
+        func hasPassed(_ now: ContinuousClock.Instant) -> Bool {
+            guard let instant else { return false }
+            return now >= instant
+        }
+    }
+
+    /// Step 1 and step 3 of a run: empty mode check, `entry`, the iterations, `exit`.
+    @discardableResult
+    func runSpecific(_ mode: Mode, deadline: RunDeadline, returnAfterSourceHandled: Bool) -> RunResult {
+        // 1. A missing or empty mode (observers do not count) returns at once, with no callouts.
+        guard mode != .common, !isFinished(mode) else { return .finished }
+        let backend = ensureBackend()
+        let frame = RunFrame(mode: mode)
+        state.withLock { $0.runStack.append(frame) }
+        // Sources signalled while another mode ran may be in this one: scan them once.
+        sourceSignalled.store(true, ordering: .releasing)
+
+        // 2. entry, then iterate until a result.
+        notify(.entry, in: mode)
+        var result: RunResult?
+        while result == nil {
+            result = runOnce(mode, frame: frame, deadline: deadline, backend: backend, returnAfterSourceHandled)
+        }
+
+        // 3. exit, and restore the outer run's mode.
+        notify(.exit, in: mode)
+        state.withLock { _ = $0.runStack.popLast() }
+        sourceSignalled.store(true, ordering: .releasing)
+        return result!
+    }
+
+    /// One iteration (step 2.1 to 2.7). Returns nil to go round again.
+    private func runOnce(
+        _ mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: LibeventBackend,
+        _ returnAfterSourceHandled: Bool
+    ) -> RunResult? {
+        // 2.1 beforeTimers, beforeSources.
+        notify(.beforeTimers, in: mode)
+        notify(.beforeSources, in: mode)
+
+        // 2.2 Pending blocks for this mode; 2.3 signalled custom sources.
+        runBlocks(in: mode)
+        var handledSource = performSources(in: mode)
+        if handledSource { runBlocks(in: mode) }
+
+        // 2.4 Poll without blocking; sleep only if nothing is ready and nothing is owed.
+        var events = backend.pollNow()
+        if !handledSource, !deadline.pollOnly, events.isEmpty, !hasWorkBeforeSleeping(mode, frame, deadline) {
+            notify(.beforeWaiting, in: mode)
+            // A beforeWaiting observer may have queued work or stopped the run: do not sleep on it.
+            if !hasWorkBeforeSleeping(mode, frame, deadline) {
+                let wake = earliest(nextTimerWake(in: mode), deadline.instant)
+                waiting.store(true, ordering: .releasing)
+                events = backend.wait(until: wake)
+                waiting.store(false, ordering: .releasing)
+            }
+            notify(.afterWaiting, in: mode)
+        }
+        if events.woken { takeInbox(consumedWakeUp: true) }
+
+        // 2.5 Due timers in fire-date order (then ready descriptors and ports).
+        fireTimers(in: mode)
+
+        // 2.6 Blocks again.
+        runBlocks(in: mode)
+
+        // 2.7 The result, in CFRunLoop's order.
+        if handledSource && returnAfterSourceHandled { return .handledSource }
+        if deadline.hasPassed(.now) { return .timedOut }
+        if frame.stopped.load(ordering: .acquiring) { return .stopped }
+        if isFinished(mode) { return .finished }
+        handledSource = false
+        return nil
+    }
+
+    /// Whether the loop must not sleep: a stop, a signalled source, a runnable block, a due timer,
+    /// or a passed deadline.
+    private func hasWorkBeforeSleeping(_ mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
+        let now = ContinuousClock.now
+        if frame.stopped.load(ordering: .acquiring) || sourceSignalled.load(ordering: .acquiring) { return true }
+        if deadline.hasPassed(now) || hasBlocks(for: mode) { return true }
+        if let due = nextFireDate(in: mode), due <= now { return true }
+        return false
+    }
+
+    /// Whether `mode` has nothing to serve: no sources, timers or blocks that may run in it.
+    func isFinished(_ mode: Mode) -> Bool {
+        if mode == .common { return true }
+        if state.withLock({ $0.modes[mode]?.hasSourcesOrTimers ?? false }) { return false }
+        return !hasBlocks(for: mode)
+    }
+
+    func ensureBackend() -> LibeventBackend {
+        if let backend { return backend }
+        do {
+            let backend = try LibeventBackend(wakeDescriptor: wakeDescriptor)
+            self.backend = backend
+            return backend
+        } catch {
+            preconditionFailure("RunLoopKit: cannot start the loop's event backend: \(error)")
+        }
+    }
+
+    private func earliest(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return min(a, b)
+    }
+
+    // MARK: Observers
+
+    /// Calls the observers of `mode` that watch `activity`, in order.
+    func notify(_ activity: Activity, in mode: Mode) {
+        let observers: [LoopObserver] = state.withLock { state in
+            guard let items = state.modes[mode], items.observerMask.contains(activity) else { return [] }
+            return items.observers.filter { $0.activities.contains(activity) }
+        }
+        for observer in observers {
+            observer.callOut(activity)
+        }
+    }
+
+    // MARK: Sources
+
+    /// Performs the signalled sources of `mode` by order, then signal time. Returns whether any ran.
+    private func performSources(in mode: Mode) -> Bool {
+        guard sourceSignalled.exchange(false, ordering: .acquiringAndReleasing) else { return false }
+        let sources = state.withLock { $0.modes[mode]?.sources ?? [] }
+        var signalled: [(source: LoopSource, since: UInt64)] = []
+        for source in sources {
+            if let since = source.pendingSignal { signalled.append((source, since)) }
+        }
+        guard !signalled.isEmpty else { return false }
+        signalled.sort { ($0.source.order, $0.since) < ($1.source.order, $1.since) }
+        var handled = false
+        for (source, _) in signalled {
+            // Unsignalled just before the callout: a signal during it runs the source again.
+            guard let perform = source.takeSignal() else { continue }
+            perform()
+            handled = true
+        }
+        return handled
+    }
+
+    // MARK: Timers
+
+    /// The earliest fire date of `mode`'s timers.
+    private func nextFireDate(in mode: Mode) -> ContinuousClock.Instant? {
+        state.withLock { $0.modes[mode]?.liveTop(\.byFireDate)?.key }
+    }
+
+    /// When the loop must wake for `mode`'s timers: the earliest latest-allowed fire time
+    /// (fire date + tolerance), which lets tolerant timers share a wake-up.
+    private func nextTimerWake(in mode: Mode) -> ContinuousClock.Instant? {
+        state.withLock { $0.modes[mode]?.liveTop(\.byLatest)?.key }
+    }
+
+    /// Fires every timer of `mode` whose fire date has passed, in fire-date order.
+    private func fireTimers(in mode: Mode) {
+        let now = ContinuousClock.now
+        var due: [(timer: LoopTimer, generation: UInt64)] = []
+        state.withLock { state in
+            guard state.modes[mode] != nil else { return }
+            while let top = state.modes[mode]!.liveTop(\.byFireDate), top.key <= now {
+                state.modes[mode]!.byFireDate.pop()
+                due.append((top.timer, top.generation))
+            }
+        }
+        for (timer, generation) in due {
+            guard let (handler, claimed) = timer.claim(generation: generation) else { continue }
+            handler(timer)
+            if timer.didFire(claimed: claimed, now: .now) {
+                timerDidReschedule(timer)
+            }
+        }
+    }
+}

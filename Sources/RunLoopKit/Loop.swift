@@ -1,0 +1,218 @@
+import Glibc
+import Synchronization
+
+/// A run loop: a per-thread event loop with modes, timers, observers, custom sources and
+/// cross-thread blocks, with CFRunLoop's semantics, sleeping in the kernel (libevent) when idle.
+///
+/// Each thread has at most one loop, created on first access to ``current``. Only the loop's own
+/// thread may run it; any thread may `perform`, `wakeUp`, `stop`, and add or remove items.
+/// A thread's loop is torn down (descriptors closed, items released) when the thread exits.
+public final class Loop: @unchecked Sendable {
+    // MARK: Thread-safe state
+
+    /// Mode tables, the common set, and the run stack, shared with other threads.
+    let state = Mutex(State())
+    /// Blocks posted from any thread plus the coalesced wake-up flag (see `Loop+Perform.swift`).
+    let inbox = Mutex(Inbox())
+    /// Set by `LoopSource.signal()` so the loop scans its sources only when one was signalled.
+    let sourceSignalled = Atomic<Bool>(false)
+    let waiting = Atomic<Bool>(false)
+    /// The eventfd other threads write to end a sleep; registered with libevent by the backend.
+    let wakeDescriptor: Int32
+    /// True for `Loop.main`, bound to the process's main thread.
+    let isMainLoop: Bool
+
+    // MARK: Loop-thread-only state
+
+    /// Created on the loop thread at the first run: every libevent call stays on this thread.
+    var backend: LibeventBackend?
+    /// Blocks moved out of the inbox that wait for a mode that is not running.
+    var pendingBlocks: [Block] = []
+
+    private init(isMainLoop: Bool) {
+        self.isMainLoop = isMainLoop
+        self.wakeDescriptor = LibeventBackend.makeWakeDescriptor()
+    }
+
+    deinit {
+        // Normally closed by `tearDown()` at thread exit; this covers a loop never installed.
+        if inbox.withLock({ !$0.closed }) { close(wakeDescriptor) }
+    }
+
+    // MARK: Per-thread loops
+
+    /// The calling thread's loop, created on first access.
+    ///
+    /// Any thread. On the main thread this is ``main``.
+    public static var current: Loop {
+        if let raw = pthread_getspecific(ThreadSlot.key) {
+            return Unmanaged<Loop>.fromOpaque(raw).takeUnretainedValue()
+        }
+        let loop = LibeventBackend.isMainThread ? Loop.main : Loop(isMainLoop: false)
+        pthread_setspecific(ThreadSlot.key, Unmanaged.passRetained(loop).toOpaque())
+        return loop
+    }
+
+    /// The main thread's loop.
+    ///
+    /// Any thread may reference it; only the main thread may run it. Stopping the main loop is
+    /// allowed but discouraged: it is meant to run for the whole life of the process.
+    public static let main = Loop(isMainLoop: true)
+
+    /// Whether the calling thread is this loop's thread, without creating a loop for it.
+    var isCurrentThread: Bool {
+        if let raw = pthread_getspecific(ThreadSlot.key) {
+            return raw == Unmanaged.passUnretained(self).toOpaque()
+        }
+        return isMainLoop && LibeventBackend.isMainThread
+    }
+
+    func preconditionLoopThread(_ what: @autoclosure () -> String) {
+        precondition(
+            Loop.current === self,
+            "RunLoopKit: \(what()) must be called on the loop's own thread; a loop is driven only by the thread it belongs to"
+        )
+    }
+
+    // MARK: Observing the loop
+
+    /// The mode of the innermost running `run`, or nil when the loop is not running.
+    ///
+    /// Any thread.
+    public var currentMode: Mode? {
+        state.withLock { $0.runStack.last?.mode }
+    }
+
+    /// Whether the loop's thread is asleep in the kernel waiting for an event.
+    ///
+    /// Any thread; the answer may be stale by the time it is read.
+    public var isWaiting: Bool { waiting.load(ordering: .acquiring) }
+
+    /// The modes that `.common` stands for; starts as `[.default, .tracking]`.
+    ///
+    /// Any thread.
+    public var commonModes: Set<Mode> {
+        state.withLock { $0.commonModes }
+    }
+
+    /// Adds `mode` to the common set: every item added to `.common`, now or later, is in `mode` too.
+    ///
+    /// Any thread. Adding `.common` itself is a programmer error.
+    public func addCommonMode(_ mode: Mode) {
+        precondition(mode != .common, "RunLoopKit: .common is the common set itself, not a mode to add to it")
+        state.withLock { state in
+            guard state.commonModes.insert(mode).inserted else { return }
+            for item in state.commonItems.values {
+                state.insert(item, into: mode)
+            }
+        }
+        wakeUpIfForeign()
+    }
+
+    // MARK: Teardown
+
+    /// Releases the loop's items and closes its descriptors; runs on the loop's thread as it exits.
+    func tearDown() {
+        let orphans: [Block] = inbox.withLock { inbox in
+            inbox.closed = true
+            defer { inbox.blocks = [] }
+            return inbox.blocks
+        }
+        _ = orphans
+        pendingBlocks = []
+        let items = state.withLock { state in
+            let items = state.allItems()
+            state = State()
+            return items
+        }
+        for item in items { item.loopDidTearDown(self) }
+        backend = nil
+        close(wakeDescriptor)
+    }
+}
+
+/// The thread-specific slot holding each thread's loop; its destructor tears the loop down.
+enum ThreadSlot {
+    static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key) { raw in
+            guard let raw else { return }
+            let loop = Unmanaged<Loop>.fromOpaque(raw).takeRetainedValue()
+            // glibc has cleared the slot; tearDown must still see this thread as the loop's.
+            pthread_setspecific(ThreadSlot.key, raw)
+            loop.tearDown()
+            pthread_setspecific(ThreadSlot.key, nil)
+        }
+        precondition(rc == 0, "RunLoopKit: pthread_key_create failed (\(rc))")
+        return key
+    }()
+}
+
+extension Loop {
+    /// A run-loop mode: a named set of sources, timers and observers.
+    ///
+    /// `.common` is not a mode but names the common set (see ``Loop/commonModes``).
+    public struct Mode: Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+        /// The mode's name.
+        public let name: String
+
+        /// A mode with the given name; modes with equal names are the same mode.
+        public init(_ name: String) { self.name = name }
+
+        /// A mode from a string literal, e.g. `let mode: Loop.Mode = "import"`.
+        public init(stringLiteral value: String) { self.name = value }
+
+        /// The mode a loop runs in by default.
+        public static let `default` = Mode("default")
+        /// The mode of interactive tracking (the seeds' scrolling mode).
+        public static let tracking = Mode("tracking")
+        /// The pseudo-mode naming the common set, which starts as `[.default, .tracking]`.
+        public static let common = Mode("common")
+
+        public var description: String { name }
+    }
+
+    /// The phases of a loop that an observer can watch.
+    public struct Activity: OptionSet, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+        /// A run is entered.
+        public static let entry = Activity(rawValue: 1 << 0)
+        /// The loop is about to fire due timers.
+        public static let beforeTimers = Activity(rawValue: 1 << 1)
+        /// The loop is about to perform signalled sources.
+        public static let beforeSources = Activity(rawValue: 1 << 2)
+        /// The loop is about to sleep in the kernel.
+        public static let beforeWaiting = Activity(rawValue: 1 << 5)
+        /// The loop has woken up.
+        public static let afterWaiting = Activity(rawValue: 1 << 6)
+        /// A run is exited.
+        public static let exit = Activity(rawValue: 1 << 7)
+        /// Every activity.
+        public static let allActivities: Activity = [
+            .entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit,
+        ]
+
+        public var description: String {
+            let names: [(Activity, String)] = [
+                (.entry, "entry"), (.beforeTimers, "beforeTimers"), (.beforeSources, "beforeSources"),
+                (.beforeWaiting, "beforeWaiting"), (.afterWaiting, "afterWaiting"), (.exit, "exit"),
+            ]
+            let parts = names.filter { contains($0.0) }.map(\.1)
+            return parts.count == 1 ? parts[0] : "[\(parts.joined(separator: ", "))]"
+        }
+    }
+
+    /// Why a run returned.
+    public enum RunResult: Sendable, Equatable {
+        /// The mode had (or came to have) no sources, timers or pending blocks, or was `.common`.
+        case finished
+        /// `stop()` was called.
+        case stopped
+        /// The run's timeout passed.
+        case timedOut
+        /// A source was handled and the run was asked to return after one.
+        case handledSource
+    }
+}

@@ -1,0 +1,89 @@
+import Synchronization
+
+/// A callback at chosen phases (activities) of a loop: the seeds' CFRunLoopObserver.
+///
+/// Observers of a mode are called in ascending `order`, ties in insertion order. An observer is not
+/// re-entered while it runs (a nested run skips it). A non-repeating observer invalidates itself
+/// after its first callout. Observers do not keep a mode alive. An observer belongs to one loop.
+/// The handler runs on the loop's thread.
+public final class LoopObserver: @unchecked Sendable {
+    /// The phases this observer is called at.
+    ///
+    /// Any thread.
+    public let activities: Loop.Activity
+    /// Whether the observer stays valid after its first callout.
+    ///
+    /// Any thread.
+    public let repeats: Bool
+    /// Observers are called in ascending order; ties in the order they were added.
+    ///
+    /// Any thread.
+    public let order: Int
+
+    struct State: @unchecked Sendable {  // the handler only ever runs on the loop thread
+        var isValid = true
+        var handler: ((LoopObserver, Loop.Activity) -> Void)?
+        weak var loop: Loop?
+    }
+
+    let state: Mutex<State>
+    /// Insertion sequence for tie-breaks; guarded by the owning loop's `state` lock.
+    var sequence: UInt64 = 0
+    /// Set while the handler runs; only touched on the loop's thread.
+    private var isRunning = false
+
+    /// Creates an observer of `activities`.
+    ///
+    /// Any thread. The observer does nothing until added to a loop.
+    public init(
+        activities: Loop.Activity, repeats: Bool = true, order: Int = 0,
+        _ handler: @escaping (LoopObserver, Loop.Activity) -> Void
+    ) {
+        self.activities = activities
+        self.repeats = repeats
+        self.order = order
+        self.state = Mutex(State(handler: handler))
+    }
+
+    /// Whether the observer will still be called.
+    ///
+    /// Any thread.
+    public var isValid: Bool { state.withLock { $0.isValid } }
+
+    /// Stops the observer for good, removes it from its loop and releases its handler.
+    ///
+    /// Any thread, including from inside its own handler.
+    public func invalidate() {
+        let loop: Loop? = state.withLock { state in
+            guard state.isValid else { return nil }
+            state.isValid = false
+            state.handler = nil
+            return state.loop
+        }
+        loop?.removeEverywhere(ObjectIdentifier(self))
+    }
+
+    // MARK: Loop machinery
+
+    func bind(to loop: Loop) -> Bool {
+        state.withLock { state in
+            if let owner = state.loop {
+                precondition(
+                    owner === loop,
+                    "RunLoopKit: a LoopObserver belongs to one loop; it was added to a second loop. Create another observer for that loop"
+                )
+            }
+            state.loop = loop
+            return state.isValid
+        }
+    }
+
+    /// Calls the handler for `activity` unless it is already running. Loop thread only.
+    func callOut(_ activity: Loop.Activity) {
+        guard !isRunning, let handler = state.withLock({ $0.isValid ? $0.handler : nil }) else { return }
+        isRunning = true
+        handler(self, activity)
+        isRunning = false
+        if !repeats { invalidate() }
+    }
+}

@@ -1,0 +1,90 @@
+import Dispatch
+import Glibc
+import Synchronization
+
+/// A named thread running its own loop in `.default` until `stop()`: the seeds'
+/// `BackgroundRunLoopManager`, done right.
+///
+/// The loop needs no `Port()` to stay alive: the thread keeps it running even when `.default` is
+/// empty (without spinning), and a `stop()` of the loop by user code only ends the current run. Hand
+/// it work with `loop.perform`, or add timers and sources to `loop` from any thread.
+public final class LoopThread: @unchecked Sendable {
+    /// The thread's loop. Available as soon as `init` returns.
+    ///
+    /// Any thread may use its thread-safe members; only this thread runs it.
+    public let loop: Loop
+    /// The thread's name (the kernel keeps its first 15 bytes).
+    ///
+    /// Any thread.
+    public let name: String
+
+    private let control: Control
+    private let joined = Mutex(false)
+
+    /// What the thread and its owner share.
+    private final class Control: Sendable {
+        let name: String
+        let stopRequested = Atomic<Bool>(false)
+        let started = DispatchSemaphore(value: 0)
+        let loop = Mutex<Loop?>(nil)
+        let thread = Mutex<pthread_t>(0)
+        init(name: String) { self.name = name }
+    }
+
+    /// Starts a thread named `name` and waits until its loop exists.
+    ///
+    /// Any thread.
+    public init(name: String) {
+        self.name = name
+        let control = Control(name: name)
+        self.control = control
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(control).toOpaque()
+        let code = pthread_create(&thread, nil, { context in
+            let control = Unmanaged<Control>.fromOpaque(context!).takeRetainedValue()
+            LoopThread.main(control)
+            return nil
+        }, context)
+        precondition(code == 0, "RunLoopKit: pthread_create failed for LoopThread \"\(name)\" (error \(code))")
+        control.thread.withLock { $0 = thread }
+        control.started.wait()
+        self.loop = control.loop.withLock { $0! }
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// Stops the loop and, unless called on the thread itself, waits for the thread to exit.
+    ///
+    /// Any thread; idempotent. Called on the loop's own thread it returns at once and the thread
+    /// exits when the current callout returns.
+    public func stop() {
+        control.stopRequested.store(true, ordering: .releasing)
+        // perform: delivered even if the thread has not entered its run yet (a bare stop() would be
+        // forgotten then); stop(): ends a run in a custom mode without waiting for a common one.
+        loop.perform { Loop.current.stop() }
+        loop.stop()
+        if loop.isCurrentThread { return }
+        let thread = control.thread.withLock { $0 }
+        let shouldJoin = joined.withLock { joined in
+            defer { joined = true }
+            return !joined
+        }
+        if shouldJoin { pthread_join(thread, nil) }
+    }
+
+    private static func main(_ control: Control) {
+        LibeventBackend.setCurrentThreadName(control.name)
+        let loop = Loop.current
+        // Keeps `.default` alive so the run sleeps instead of finishing when there is nothing to do.
+        let keepAlive = LoopSource {}
+        loop.add(keepAlive, forMode: .default)
+        control.loop.withLock { $0 = loop }
+        control.started.signal()
+        while !control.stopRequested.load(ordering: .acquiring) {
+            loop.run(mode: .default, for: .seconds(Int64.max))
+        }
+        keepAlive.invalidate()
+    }
+}

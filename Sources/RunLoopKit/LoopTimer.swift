@@ -1,0 +1,194 @@
+import Synchronization
+
+/// A timer that fires on a loop, once or repeatedly, in the modes it was added to.
+///
+/// A timer belongs to one loop (in any number of its modes). It never fires before its fire date
+/// and, given a tolerance, may fire up to `tolerance` after it; the loop uses that slack to
+/// coalesce wake-ups. A repeating timer that missed fires (the loop was busy or running another
+/// mode) fires once when it can and keeps its phase: the next fire date is the first
+/// `start + k × interval` after now. The handler runs on the loop's thread.
+public final class LoopTimer: @unchecked Sendable {
+    /// The repeat interval, or nil for a one-shot timer.
+    ///
+    /// Any thread.
+    public let interval: Duration?
+
+    struct State: @unchecked Sendable {  // the handler only ever runs on the loop thread
+        var fireDate: ContinuousClock.Instant
+        var tolerance: Duration
+        /// Bumped whenever the schedule changes; heap entries of older generations are stale.
+        var generation: UInt64 = 0
+        var isValid = true
+        var handler: ((LoopTimer) -> Void)?
+        weak var loop: Loop?
+    }
+
+    /// What a loop needs to place the timer in its heaps.
+    struct Schedule {
+        var fireDate: ContinuousClock.Instant
+        var latest: ContinuousClock.Instant
+        var generation: UInt64
+        var isValid: Bool
+    }
+
+    let state: Mutex<State>
+
+    /// Creates a timer that fires at `fireAt`, then every `interval` if one is given.
+    ///
+    /// Any thread. An `interval` of zero or less makes a one-shot timer (as in CFRunLoop); a
+    /// negative `tolerance` counts as zero. The timer does nothing until added to a loop.
+    public init(
+        fireAt: ContinuousClock.Instant, interval: Duration? = nil, tolerance: Duration = .zero,
+        _ handler: @escaping (LoopTimer) -> Void
+    ) {
+        self.interval = interval.flatMap { $0 > .zero ? $0 : nil }
+        self.state = Mutex(State(fireDate: fireAt, tolerance: max(tolerance, .zero), handler: handler))
+    }
+
+    /// Creates a timer that fires `delay` from now, then every `interval` if one is given.
+    ///
+    /// Any thread. A negative `delay` means now.
+    public convenience init(
+        after delay: Duration, repeating interval: Duration? = nil, tolerance: Duration = .zero,
+        _ handler: @escaping (LoopTimer) -> Void
+    ) {
+        self.init(
+            fireAt: ContinuousClock.now.advanced(bySaturating: delay), interval: interval, tolerance: tolerance,
+            handler)
+    }
+
+    /// When the timer fires next. Setting it re-arms the timer (a no-op once invalidated).
+    ///
+    /// Any thread.
+    public var fireDate: ContinuousClock.Instant {
+        get { state.withLock { $0.fireDate } }
+        set { reschedule { $0.fireDate = newValue } }
+    }
+
+    /// How late after its fire date the timer may fire, letting the loop coalesce wake-ups.
+    ///
+    /// Any thread. Negative values count as zero.
+    public var tolerance: Duration {
+        get { state.withLock { $0.tolerance } }
+        set { reschedule { $0.tolerance = max(newValue, .zero) } }
+    }
+
+    /// Whether the timer can still fire: false after `invalidate()` or after a one-shot fired.
+    ///
+    /// Any thread.
+    public var isValid: Bool { state.withLock { $0.isValid } }
+
+    /// Stops the timer for good and removes it from its loop's modes, releasing its handler.
+    ///
+    /// Any thread, including from inside the timer's own handler.
+    public func invalidate() {
+        let loop: Loop? = state.withLock { state in
+            guard state.isValid else { return nil }
+            state.isValid = false
+            state.handler = nil
+            return state.loop
+        }
+        loop?.removeEverywhere(ObjectIdentifier(self))
+    }
+
+    /// Calls the handler now, on the calling thread, without changing the schedule of a repeating
+    /// timer; a one-shot timer is invalidated afterwards.
+    ///
+    /// Call it on the loop's thread (or before the timer is added), since the handler is not
+    /// required to be thread-safe.
+    public func fire() {
+        guard let handler = state.withLock({ $0.isValid ? $0.handler : nil }) else { return }
+        handler(self)
+        if interval == nil { invalidate() }
+    }
+
+    // MARK: Loop machinery
+
+    var schedule: Schedule {
+        state.withLock { state in
+            Schedule(
+                fireDate: state.fireDate,
+                latest: state.fireDate.advanced(bySaturating: state.tolerance),
+                generation: state.generation, isValid: state.isValid)
+        }
+    }
+
+    /// Binds the timer to `loop`; a timer belongs to one loop for its whole life.
+    func bind(to loop: Loop) -> Bool {
+        state.withLock { state in
+            if let owner = state.loop {
+                precondition(
+                    owner === loop,
+                    "RunLoopKit: a LoopTimer belongs to one loop; it was added to a second loop. Create another timer for that loop"
+                )
+            }
+            state.loop = loop
+            return state.isValid
+        }
+    }
+
+    private func reschedule(_ change: (inout State) -> Void) {
+        let loop: Loop? = state.withLock { state in
+            guard state.isValid else { return nil }
+            change(&state)
+            state.generation &+= 1
+            return state.loop
+        }
+        loop?.timerDidReschedule(self)
+    }
+
+    /// Claims the entry of `generation` for firing: returns the handler, and a new generation that
+    /// makes every other heap entry stale so the timer cannot fire twice (or re-enter) meanwhile.
+    func claim(generation: UInt64) -> (handler: (LoopTimer) -> Void, generation: UInt64)? {
+        state.withLock { state in
+            guard state.isValid, state.generation == generation, let handler = state.handler else { return nil }
+            state.generation &+= 1
+            return (handler, state.generation)
+        }
+    }
+
+    /// After a callout: a one-shot timer is invalidated; a repeating one moves to its next fire
+    /// date in phase, unless the handler re-armed or invalidated it. Returns true if the loop must
+    /// push the new schedule into its heaps.
+    func didFire(claimed generation: UInt64, now: ContinuousClock.Instant) -> Bool {
+        guard let interval else {
+            let stillClaimed = state.withLock { $0.generation == generation }
+            if stillClaimed { invalidate() }
+            return false
+        }
+        return state.withLock { state in
+            guard state.isValid, state.generation == generation else { return false }
+            state.fireDate = LoopTimer.nextFireDate(after: state.fireDate, interval: interval, now: now)
+            state.generation &+= 1
+            return true
+        }
+    }
+
+    /// The first `start + k × interval` (k ≥ 1) strictly after `now`: missed fires collapse and the
+    /// phase is kept.
+    static func nextFireDate(
+        after start: ContinuousClock.Instant, interval: Duration, now: ContinuousClock.Instant
+    ) -> ContinuousClock.Instant {
+        var next = start.advanced(bySaturating: interval)
+        if next > now {
+            return next
+        }
+        let ratio = ((now - start) / interval).rounded(.down)
+        let missed = Int(min(ratio, 4.0e15))
+        next = start.advanced(bySaturating: interval * max(missed, 1))
+        while next <= now {
+            next = next.advanced(bySaturating: interval)
+        }
+        return next
+    }
+}
+
+extension ContinuousClock.Instant {
+    /// `self + duration`, clamped about 290 years out instead of overflowing.
+    func advanced(bySaturating duration: Duration) -> ContinuousClock.Instant {
+        let limit = Duration.seconds(Int64.max / 1_000_000_000)
+        if duration > limit { return self + limit }
+        if duration < .zero - limit { return self - limit }
+        return self + duration
+    }
+}

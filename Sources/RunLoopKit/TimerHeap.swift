@@ -1,0 +1,78 @@
+/// A binary min-heap of timer entries keyed by an instant, ties broken by insertion sequence.
+///
+/// Entries are never removed from the middle: rescheduling a timer bumps its generation and
+/// pushes a new entry, and the old one is recognised as stale when it reaches the top. That keeps
+/// scheduling O(log n) and removal O(1); `compact` bounds the garbage.
+struct TimerHeap {
+    struct Entry {
+        var key: ContinuousClock.Instant
+        var sequence: UInt64
+        var generation: UInt64
+        var timer: LoopTimer
+
+        @inline(__always)
+        func precedes(_ other: Entry) -> Bool {
+            key < other.key || (key == other.key && sequence < other.sequence)
+        }
+    }
+
+    private(set) var entries: [Entry] = []
+
+    var count: Int { entries.count }
+    var top: Entry? { entries.first }
+
+    mutating func push(_ key: ContinuousClock.Instant, _ sequence: UInt64, _ timer: LoopTimer, _ generation: UInt64) {
+        entries.append(Entry(key: key, sequence: sequence, generation: generation, timer: timer))
+        siftUp(entries.count - 1)
+    }
+
+    @discardableResult
+    mutating func pop() -> Entry? {
+        guard !entries.isEmpty else { return nil }
+        let last = entries.removeLast()
+        guard !entries.isEmpty else { return last }
+        let first = entries[0]
+        entries[0] = last
+        siftDown(0)
+        return first
+    }
+
+    /// Drops every entry for which `isLive` is false, in O(n).
+    mutating func compact(keeping isLive: (Entry) -> Bool) {
+        entries.removeAll { !isLive($0) }
+        // Floyd's heap construction.
+        var index = entries.count / 2
+        while index > 0 {
+            index -= 1
+            siftDown(index)
+        }
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var child = start
+        let moving = entries[child]
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard moving.precedes(entries[parent]) else { break }
+            entries[child] = entries[parent]
+            child = parent
+        }
+        entries[child] = moving
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
+        let count = entries.count
+        let moving = entries[parent]
+        while true {
+            let left = 2 * parent + 1
+            guard left < count else { break }
+            let right = left + 1
+            let child = right < count && entries[right].precedes(entries[left]) ? right : left
+            guard entries[child].precedes(moving) else { break }
+            entries[parent] = entries[child]
+            parent = child
+        }
+        entries[parent] = moving
+    }
+}

@@ -1,0 +1,68 @@
+import Testing
+
+@testable import RunLoopKit
+
+@Suite struct RunResultTests {
+    @Test func emptyModeFinishesWithoutCallouts() {
+        let activities = Recorder<Loop.Activity>()
+        let result = onFreshThread {
+            let loop = Loop.current
+            let observer = LoopObserver(activities: .allActivities) { _, activity in activities.append(activity) }
+            loop.add(observer, forMode: .default)
+            return loop.run(mode: .default, for: .seconds(1))
+        }
+        #expect(result == .finished)
+        #expect(activities.events.isEmpty)
+    }
+
+    @Test func commonIsNotRunnable() {
+        let result = onFreshThread {
+            let loop = Loop.current
+            loop.add(LoopSource {}, forMode: .common)
+            return loop.run(mode: .common, for: .milliseconds(10))
+        }
+        #expect(result == .finished)
+    }
+
+    @Test func timesOutWhenNothingHappens() {
+        let (result, elapsed) = onFreshThread {
+            let loop = Loop.current
+            loop.add(LoopSource {}, forMode: .default)
+            let start = ContinuousClock.now
+            let result = loop.run(mode: .default, for: .milliseconds(30))
+            return (result, ContinuousClock.now - start)
+        }
+        #expect(result == .timedOut)
+        #expect(elapsed >= .milliseconds(30))
+        #expect(elapsed < .milliseconds(500))
+    }
+
+    @Test func handledSourceReturnsAfterOne() {
+        let performed = Recorder<Int>()
+        let result = onFreshThread {
+            let loop = Loop.current
+            let source = LoopSource { performed.append(1) }
+            loop.add(source, forMode: .default)
+            source.signal()
+            return loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true)
+        }
+        #expect(result == .handledSource)
+        #expect(performed.count == 1)
+    }
+
+    @Test func phasesOfOneSleepingIteration() {
+        let activities = Recorder<Loop.Activity>()
+        onFreshThread {
+            let loop = Loop.current
+            let observer = LoopObserver(activities: .allActivities) { _, activity in activities.append(activity) }
+            loop.add(observer, forMode: .default)
+            loop.add(LoopTimer(after: .milliseconds(20)) { _ in activities.append([]) }, forMode: .default)
+            // The one-shot timer fires after one sleep; then the mode is empty.
+            #expect(loop.run(mode: .default, for: .seconds(5)) == .finished)
+        }
+        #expect(
+            activities.events == [
+                .entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, [], .exit,
+            ])
+    }
+}

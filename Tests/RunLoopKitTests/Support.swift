@@ -1,0 +1,42 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+@testable import RunLoopKit
+
+/// Runs `body` on a new thread (with its own loop, torn down when the thread exits) and returns
+/// its result. Tests drive loops on their own threads so that no two tests share a loop.
+func onFreshThread<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+    let result = Mutex<T?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        let value = body()
+        result.withLock { $0 = value }
+        done.signal()
+    }
+    thread.start()
+    done.wait()
+    return result.withLock { $0! }
+}
+
+/// A thread-safe log of events, for comparing sequences.
+final class Recorder<Event: Sendable>: Sendable {
+    private let storage = Mutex<[Event]>([])
+
+    func append(_ event: Event) { storage.withLock { $0.append(event) } }
+    var events: [Event] { storage.withLock { $0 } }
+    var count: Int { storage.withLock { $0.count } }
+    func removeAll() { storage.withLock { $0.removeAll() } }
+}
+
+/// Milliseconds from `start` to now.
+func milliseconds(since start: ContinuousClock.Instant) -> Double {
+    let elapsed = ContinuousClock.now - start
+    return Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+}
+
+extension Duration {
+    var milliseconds: Double {
+        Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15
+    }
+}
