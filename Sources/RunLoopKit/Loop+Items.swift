@@ -22,7 +22,7 @@ extension Loop {
     ///
     /// Any thread.
     public func contains(_ timer: LoopTimer, inMode mode: Mode) -> Bool {
-        contains(ObjectIdentifier(timer), inMode: mode)
+        contains(.timer(timer), inMode: mode)
     }
 
     /// Adds `observer` to `mode` (`.common`: every common mode, now and later).
@@ -45,15 +45,16 @@ extension Loop {
     ///
     /// Any thread.
     public func contains(_ observer: LoopObserver, inMode mode: Mode) -> Bool {
-        contains(ObjectIdentifier(observer), inMode: mode)
+        contains(.observer(observer), inMode: mode)
     }
 
     /// Adds `source` to `mode` (`.common`: every common mode, now and later).
     ///
     /// Any thread. Adding it again to a mode it is in does nothing. A source that is already
-    /// signalled is performed when a mode holding it runs.
+    /// signalled is performed when a mode holding it runs. A source belongs to one loop: adding it
+    /// to a second loop is a programmer error.
     public func add(_ source: LoopSource, forMode mode: Mode) {
-        let (valid, signalled) = source.attach(to: self)
+        let (valid, signalled) = source.bind(to: self)
         guard valid else { return }
         insert(.source(source), forMode: mode)
         if signalled { sourceWasSignalled() }
@@ -70,6 +71,6 @@ extension Loop {
     ///
     /// Any thread.
     public func contains(_ source: LoopSource, inMode mode: Mode) -> Bool {
-        contains(ObjectIdentifier(source), inMode: mode)
+        contains(.source(source), inMode: mode)
     }
 }

@@ -3,6 +3,19 @@ import Synchronization
 // The mode tables: which items each mode holds, the common set, and the run stack.
 // Everything here is guarded by `Loop.state`; other threads add and remove items under that lock,
 // and the loop thread reads a mode's tables under it between callouts (never during one).
+//
+// Every item belongs to one loop, and records the modes of that loop it is in (`Membership`,
+// guarded by the same lock): membership tests and removals need no table lookups, which keeps
+// scheduling and firing large numbers of timers cheap.
+
+/// The modes of its loop an item is in. Guarded by the owning loop's `state` lock.
+struct Membership {
+    var modes: [Loop.Mode] = []
+    /// Added to `.common` (so it joins modes added to the common set later).
+    var isCommon = false
+
+    var isEmpty: Bool { modes.isEmpty && !isCommon }
+}
 
 extension Loop {
     /// An item a mode can hold.
@@ -19,19 +32,40 @@ extension Loop {
             }
         }
 
+        /// The item's modes in its loop; read and written only under that loop's `state` lock.
+        var membership: Membership {
+            switch self {
+            case .timer(let timer): timer.membership
+            case .observer(let observer): observer.membership
+            case .source(let source): source.membership
+            }
+        }
+
+        /// Changes the membership in place (no copy of its mode list).
+        @discardableResult
+        func withMembership<R>(_ body: (inout Membership) -> R) -> R {
+            switch self {
+            case .timer(let timer): body(&timer.membership)
+            case .observer(let observer): body(&observer.membership)
+            case .source(let source): body(&source.membership)
+            }
+        }
+
         /// Called once the loop has dropped the item at thread exit.
-        func loopDidTearDown(_ loop: Loop) {
+        func loopDidTearDown() {
             switch self {
             case .timer(let timer): timer.invalidate()
             case .observer(let observer): observer.invalidate()
-            case .source(let source): source.loopDidRemove(loop)
+            case .source(let source): source.invalidate()
             }
         }
     }
 
     /// One mode's items.
     struct ModeItems {
-        var timers: [ObjectIdentifier: LoopTimer] = [:]
+        let mode: Mode
+        /// Timers in the mode (they live in the heaps; membership says which entries count).
+        var timerCount = 0
         /// Timers by fire date: the order they fire in.
         var byFireDate = TimerHeap()
         /// Timers by latest allowed fire time (fire date + tolerance): when the loop must wake.
@@ -41,8 +75,10 @@ extension Loop {
         var observerMask: Activity = []
         var sources: [LoopSource] = []
 
+        init(mode: Mode) { self.mode = mode }
+
         /// Observers do not keep a mode alive; sources and timers do (blocks are counted by the loop).
-        var hasSourcesOrTimers: Bool { !timers.isEmpty || !sources.isEmpty }
+        var hasSourcesOrTimers: Bool { timerCount > 0 || !sources.isEmpty }
 
         mutating func recomputeObserverMask() {
             observerMask = observers.reduce(into: []) { $0.formUnion($1.activities) }
@@ -56,28 +92,39 @@ extension Loop {
         }
 
         /// Whether a heap entry still stands for a scheduled fire of a timer of this mode.
-        func isLive(_ entry: TimerHeap.Entry) -> Bool {
-            guard timers[ObjectIdentifier(entry.timer)] != nil else { return false }
+        static func isLive(_ entry: TimerHeap.Entry, in mode: Mode) -> Bool {
+            guard entry.timer.membership.modes.contains(mode) else { return false }
             let schedule = entry.timer.schedule
             return schedule.isValid && schedule.generation == entry.generation
         }
 
-        /// Keeps stale entries (rescheduled, removed or invalidated timers) from piling up.
+        /// Keeps stale entries (rescheduled, removed or invalidated timers) from piling up: a heap
+        /// is compacted when more than half of it is stale, so the cost is amortised O(1).
         mutating func compactIfSparse() {
-            let limit = 2 * timers.count + 64
-            guard byFireDate.count > limit || byLatest.count > limit else { return }
-            let live = self
-            byFireDate.compact(keeping: live.isLive)
-            byLatest.compact(keeping: live.isLive)
+            let limit = 2 * timerCount + 64
+            let mode = self.mode
+            if byFireDate.count > limit { byFireDate.compact { ModeItems.isLive($0, in: mode) } }
+            if byLatest.count > limit { byLatest.compact { ModeItems.isLive($0, in: mode) } }
         }
 
-        /// Pops stale entries off `heap`'s top; returns the live top's key.
+        /// Pops stale entries off the top of `heap`; returns the live top.
         mutating func liveTop(_ heap: WritableKeyPath<ModeItems, TimerHeap>) -> TimerHeap.Entry? {
             while let top = self[keyPath: heap].top {
-                if isLive(top) { return top }
+                if ModeItems.isLive(top, in: mode) { return top }
                 self[keyPath: heap].pop()
             }
             return nil
+        }
+
+        /// Every timer with an entry in this mode's heaps and still in the mode.
+        var timers: [LoopTimer] {
+            var seen = Set<ObjectIdentifier>()
+            return byFireDate.entries.compactMap { entry in
+                guard entry.timer.membership.modes.contains(mode),
+                    seen.insert(ObjectIdentifier(entry.timer)).inserted
+                else { return nil }
+                return entry.timer
+            }
         }
     }
 
@@ -93,8 +140,6 @@ extension Loop {
         var commonModes: Set<Mode> = [.default, .tracking]
         /// Items added to `.common`: they join every mode later added to the common set.
         var commonItems: [ObjectIdentifier: Item] = [:]
-        /// The modes each item is in, so invalidation need not scan every mode.
-        var memberships: [ObjectIdentifier: Set<Mode>] = [:]
         var runStack: [RunFrame] = []
         /// Source of insertion sequence numbers (observer tie-breaks, heap tie-breaks).
         var nextSequence: UInt64 = 0
@@ -104,135 +149,150 @@ extension Loop {
             return nextSequence
         }
 
+        /// Runs `body` on `mode`'s tables in place (one hash lookup, no copy), creating them if needed.
+        mutating func withItems<R>(of mode: Mode, _ body: (inout ModeItems) -> R) -> R {
+            body(&modes[mode, default: ModeItems(mode: mode)])
+        }
+
         /// Inserts `item` into one real mode. Returns false if it was already there.
         @discardableResult
         mutating func insert(_ item: Item, into mode: Mode) -> Bool {
-            guard memberships[item.id, default: []].insert(mode).inserted else { return false }
+            let added = item.withMembership { membership in
+                guard !membership.modes.contains(mode) else { return false }
+                membership.modes.append(mode)
+                return true
+            }
+            guard added else { return false }
             let seq = sequence()
-            if modes[mode] == nil { modes[mode] = ModeItems() }
-            // Mutate in place (`modes[mode]!`) so the mode's tables are not copied.
-            switch item {
-            case .timer(let timer):
-                modes[mode]!.timers[item.id] = timer
-                modes[mode]!.push(timer, timer.schedule, sequence: seq)
-            case .observer(let observer):
-                observer.sequence = seq
-                let index =
-                    modes[mode]!.observers.firstIndex {
-                        ($0.order, $0.sequence) > (observer.order, seq)
-                    } ?? modes[mode]!.observers.endIndex
-                modes[mode]!.observers.insert(observer, at: index)
-                modes[mode]!.recomputeObserverMask()
-            case .source(let source):
-                modes[mode]!.sources.append(source)
+            withItems(of: mode) { items in
+                switch item {
+                case .timer(let timer):
+                    items.timerCount += 1
+                    items.push(timer, timer.schedule, sequence: seq)
+                case .observer(let observer):
+                    observer.sequence = seq
+                    let index =
+                        items.observers.firstIndex { ($0.order, $0.sequence) > (observer.order, seq) }
+                        ?? items.observers.endIndex
+                    items.observers.insert(observer, at: index)
+                    items.recomputeObserverMask()
+                case .source(let source):
+                    items.sources.append(source)
+                }
             }
             return true
         }
 
         /// Removes `item` from one real mode. Returns false if it was not there.
         @discardableResult
-        mutating func remove(_ id: ObjectIdentifier, from mode: Mode) -> Bool {
-            guard memberships[id]?.remove(mode) != nil else { return false }
-            if memberships[id]!.isEmpty { memberships[id] = nil }
-            guard modes[mode] != nil else { return true }
-            if modes[mode]!.timers.removeValue(forKey: id) != nil {
-                // Heap entries go stale and are dropped lazily.
-                modes[mode]!.compactIfSparse()
-            } else if let index = modes[mode]!.observers.firstIndex(where: { ObjectIdentifier($0) == id }) {
-                modes[mode]!.observers.remove(at: index)
-                modes[mode]!.recomputeObserverMask()
-            } else if let index = modes[mode]!.sources.firstIndex(where: { ObjectIdentifier($0) == id }) {
-                modes[mode]!.sources.remove(at: index)
+        mutating func remove(_ item: Item, from mode: Mode) -> Bool {
+            let removed = item.withMembership { membership in
+                guard let index = membership.modes.firstIndex(of: mode) else { return false }
+                membership.modes.remove(at: index)
+                return true
+            }
+            guard removed else { return false }
+            withItems(of: mode) { items in
+                switch item {
+                case .timer:
+                    // Its heap entries go stale (membership no longer names the mode).
+                    items.timerCount -= 1
+                    items.compactIfSparse()
+                case .observer(let observer):
+                    items.observers.removeAll { $0 === observer }
+                    items.recomputeObserverMask()
+                case .source(let source):
+                    items.sources.removeAll { $0 === source }
+                }
             }
             return true
         }
 
-        /// Removes `item` from every mode and from the common set.
-        mutating func removeEverywhere(_ id: ObjectIdentifier) {
-            commonItems[id] = nil
-            for mode in memberships[id] ?? [] {
-                remove(id, from: mode)
+        /// Adds `item` to `mode`, where `.common` means the common set.
+        mutating func add(_ item: Item, forMode mode: Mode) {
+            guard mode == .common else {
+                insert(item, into: mode)
+                return
+            }
+            guard !item.membership.isCommon else { return }
+            item.withMembership { $0.isCommon = true }
+            commonItems[item.id] = item
+            for common in commonModes {
+                insert(item, into: common)
             }
         }
 
-        func contains(_ id: ObjectIdentifier, in mode: Mode) -> Bool {
-            if mode == .common { return commonItems[id] != nil }
-            return memberships[id]?.contains(mode) ?? false
+        /// Removes `item` from `mode`, where `.common` means every mode of the common set.
+        mutating func remove(_ item: Item, forMode mode: Mode) {
+            guard mode == .common else {
+                remove(item, from: mode)
+                return
+            }
+            guard item.membership.isCommon else { return }
+            item.withMembership { $0.isCommon = false }
+            commonItems[item.id] = nil
+            for common in commonModes {
+                remove(item, from: common)
+            }
+        }
+
+        /// Removes `item` from every mode and from the common set.
+        mutating func removeEverywhere(_ item: Item) {
+            if item.membership.isCommon {
+                item.withMembership { $0.isCommon = false }
+                commonItems[item.id] = nil
+            }
+            for mode in item.membership.modes {
+                remove(item, from: mode)
+            }
+        }
+
+        func contains(_ item: Item, in mode: Mode) -> Bool {
+            mode == .common ? item.membership.isCommon : item.membership.modes.contains(mode)
         }
 
         func allItems() -> [Item] {
             var seen: [ObjectIdentifier: Item] = commonItems
             for items in modes.values {
-                for timer in items.timers.values { seen[ObjectIdentifier(timer)] = .timer(timer) }
+                for timer in items.timers { seen[ObjectIdentifier(timer)] = .timer(timer) }
                 for observer in items.observers { seen[ObjectIdentifier(observer)] = .observer(observer) }
                 for source in items.sources { seen[ObjectIdentifier(source)] = .source(source) }
             }
             return Array(seen.values)
         }
-
-        /// Whether `mode` is in `modes`, with `.common` standing for the common set.
-        func matches(_ modesOfBlock: [Mode], running mode: Mode) -> Bool {
-            for candidate in modesOfBlock {
-                if candidate == mode || (candidate == .common && commonModes.contains(mode)) {
-                    return true
-                }
-            }
-            return false
-        }
     }
 
     /// Adds `item` to `mode`, where `.common` means the common set. Any thread.
     func insert(_ item: Item, forMode mode: Mode) {
-        state.withLock { state in
-            if mode == .common {
-                guard state.commonItems.updateValue(item, forKey: item.id) == nil else { return }
-                for common in state.commonModes {
-                    state.insert(item, into: common)
-                }
-            } else {
-                state.insert(item, into: mode)
-            }
-        }
+        state.withLock { $0.add(item, forMode: mode) }
         wakeUpIfForeign()
     }
 
     /// Removes `item` from `mode`, where `.common` means every mode of the common set. Any thread.
     func remove(_ item: Item, forMode mode: Mode) {
-        let stillHere = state.withLock { state in
-            if mode == .common {
-                if state.commonItems.removeValue(forKey: item.id) != nil {
-                    for common in state.commonModes {
-                        state.remove(item.id, from: common)
-                    }
-                }
-            } else {
-                state.remove(item.id, from: mode)
-            }
-            return state.memberships[item.id] != nil || state.commonItems[item.id] != nil
-        }
-        if !stillHere, case .source(let source) = item { source.loopDidRemove(self) }
+        state.withLock { $0.remove(item, forMode: mode) }
         wakeUpIfForeign()
     }
 
     /// Removes an invalidated item from every mode. Any thread.
-    func removeEverywhere(_ id: ObjectIdentifier) {
-        state.withLock { $0.removeEverywhere(id) }
+    func removeEverywhere(_ item: Item) {
+        state.withLock { $0.removeEverywhere(item) }
         wakeUpIfForeign()
     }
 
-    func contains(_ id: ObjectIdentifier, inMode mode: Mode) -> Bool {
-        state.withLock { $0.contains(id, in: mode) }
+    func contains(_ item: Item, inMode mode: Mode) -> Bool {
+        state.withLock { $0.contains(item, in: mode) }
     }
 
     /// Pushes a rescheduled timer's new entries into the heaps of every mode holding it. Any thread.
     func timerDidReschedule(_ timer: LoopTimer) {
-        let id = ObjectIdentifier(timer)
         state.withLock { state in
-            guard let modes = state.memberships[id] else { return }
+            let modes = timer.membership.modes
+            guard !modes.isEmpty else { return }
             let schedule = timer.schedule
             for mode in modes {
                 let seq = state.sequence()
-                state.modes[mode]?.push(timer, schedule, sequence: seq)
+                state.withItems(of: mode) { $0.push(timer, schedule, sequence: seq) }
             }
         }
         wakeUpIfForeign()

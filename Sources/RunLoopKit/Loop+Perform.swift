@@ -59,6 +59,13 @@ extension Loop {
         wakeUpIfForeign()
     }
 
+    /// Stops every run on the stack, outermost included. Any thread.
+    func stopAllRuns() {
+        let frames = state.withLock { $0.runStack }
+        for frame in frames { frame.stopped.store(true, ordering: .releasing) }
+        wakeUpIfForeign()
+    }
+
     // The write happens under the inbox lock so that teardown cannot close (and the process reuse)
     // the descriptor between the check and the write.
     private static func signalWakeDescriptor(_ inbox: inout Inbox, _ descriptor: Int32) {

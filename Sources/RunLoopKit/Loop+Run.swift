@@ -143,13 +143,16 @@ extension Loop {
     }
 
     /// Whether the loop must not sleep: a stop, a signalled source, a runnable block, a due timer,
-    /// or a passed deadline.
+    /// a passed deadline, or a mode left empty (its last block ran): step 7 then returns at once
+    /// instead of sleeping until the timeout on a mode nothing can wake.
     private func hasWorkBeforeSleeping(_ mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
         let now = ContinuousClock.now
         if frame.stopped.load(ordering: .acquiring) || sourceSignalled.load(ordering: .acquiring) { return true }
         if deadline.hasPassed(now) || hasBlocks(for: mode) { return true }
-        if let due = nextFireDate(in: mode), due <= now { return true }
-        return false
+        guard let due = nextFireDate(in: mode) else {
+            return !state.withLock { $0.modes[mode]?.hasSourcesOrTimers ?? false }
+        }
+        return due <= TickClock.ticks(now)
     }
 
     /// Whether `mode` has nothing to serve: no sources, timers or blocks that may run in it.
@@ -214,25 +217,27 @@ extension Loop {
     // MARK: Timers
 
     /// The earliest fire date of `mode`'s timers.
-    private func nextFireDate(in mode: Mode) -> ContinuousClock.Instant? {
+    private func nextFireDate(in mode: Mode) -> Ticks? {
         state.withLock { $0.modes[mode]?.liveTop(\.byFireDate)?.key }
     }
 
     /// When the loop must wake for `mode`'s timers: the earliest latest-allowed fire time
     /// (fire date + tolerance), which lets tolerant timers share a wake-up.
     private func nextTimerWake(in mode: Mode) -> ContinuousClock.Instant? {
-        state.withLock { $0.modes[mode]?.liveTop(\.byLatest)?.key }
+        state.withLock { $0.modes[mode]?.liveTop(\.byLatest)?.key }.map(TickClock.instant)
     }
 
     /// Fires every timer of `mode` whose fire date has passed, in fire-date order.
     private func fireTimers(in mode: Mode) {
-        let now = ContinuousClock.now
+        let now = TickClock.now
         var due: [(timer: LoopTimer, generation: UInt64)] = []
         state.withLock { state in
             guard state.modes[mode] != nil else { return }
-            while let top = state.modes[mode]!.liveTop(\.byFireDate), top.key <= now {
-                state.modes[mode]!.byFireDate.pop()
-                due.append((top.timer, top.generation))
+            state.withItems(of: mode) { items in
+                while let top = items.liveTop(\.byFireDate), top.key <= now {
+                    items.byFireDate.pop()
+                    due.append((top.timer, top.generation))
+                }
             }
         }
         for (timer, generation) in due {

@@ -122,10 +122,11 @@ public final class Loop: @unchecked Sendable {
         pendingBlocks = []
         let items = state.withLock { state in
             let items = state.allItems()
+            for item in items { item.withMembership { $0 = Membership() } }
             state = State()
             return items
         }
-        for item in items { item.loopDidTearDown(self) }
+        for item in items { item.loopDidTearDown() }
         backend = nil
         close(wakeDescriptor)
     }
@@ -155,12 +156,25 @@ extension Loop {
     public struct Mode: Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
         /// The mode's name.
         public let name: String
+        /// FNV-1a of the name, computed once: mode tables are looked up on every iteration.
+        private let nameHash: UInt64
 
         /// A mode with the given name; modes with equal names are the same mode.
-        public init(_ name: String) { self.name = name }
+        public init(_ name: String) {
+            self.name = name
+            self.nameHash = name.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
+        }
 
         /// A mode from a string literal, e.g. `let mode: Loop.Mode = "import"`.
-        public init(stringLiteral value: String) { self.name = value }
+        public init(stringLiteral value: String) { self.init(value) }
+
+        public static func == (lhs: Mode, rhs: Mode) -> Bool {
+            lhs.nameHash == rhs.nameHash && lhs.name == rhs.name
+        }
+
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(nameHash)
+        }
 
         /// The mode a loop runs in by default.
         public static let `default` = Mode("default")

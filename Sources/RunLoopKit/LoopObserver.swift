@@ -27,6 +27,8 @@ public final class LoopObserver: @unchecked Sendable {
     }
 
     let state: Mutex<State>
+    /// The modes of its loop the observer is in; guarded by that loop's `state` lock.
+    var membership = Membership()
     /// Insertion sequence for tie-breaks; guarded by the owning loop's `state` lock.
     var sequence: UInt64 = 0
     /// Set while the handler runs; only touched on the loop's thread.
@@ -60,7 +62,7 @@ public final class LoopObserver: @unchecked Sendable {
             state.handler = nil
             return state.loop
         }
-        loop?.removeEverywhere(ObjectIdentifier(self))
+        loop?.removeEverywhere(.observer(self))
     }
 
     // MARK: Loop machinery

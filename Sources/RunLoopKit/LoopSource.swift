@@ -5,8 +5,8 @@ import Synchronization
 ///
 /// Signalled sources are performed in ascending `order`, then in the order they were signalled;
 /// each is unsignalled just before its handler runs, so a signal that arrives during the handler
-/// runs it again. Unlike CFRunLoop, `signal()` also wakes the loops holding the source. A source
-/// may be added to several loops; a signal is performed by the first loop to get to it.
+/// runs it again. Unlike CFRunLoop, `signal()` also wakes the loop. A source belongs to one loop
+/// (in any number of its modes).
 public final class LoopSource: @unchecked Sendable {
     /// Signalled sources run in ascending order.
     ///
@@ -18,14 +18,12 @@ public final class LoopSource: @unchecked Sendable {
         var isSignalled = false
         var signalSequence: UInt64 = 0
         var perform: (() -> Void)?
-        var loops: [WeakLoop] = []
-    }
-
-    struct WeakLoop {
         weak var loop: Loop?
     }
 
     let state: Mutex<State>
+    /// The modes of its loop the source is in; guarded by that loop's `state` lock.
+    var membership = Membership()
     private static let signalClock = Atomic<UInt64>(0)
 
     /// Creates a source whose `perform` runs when it is signalled.
@@ -36,21 +34,19 @@ public final class LoopSource: @unchecked Sendable {
         self.state = Mutex(State(perform: perform))
     }
 
-    /// Marks the source as ready and wakes the loops holding it.
+    /// Marks the source as ready and wakes its loop.
     ///
     /// Any thread. Signalling an already signalled source keeps its place in the queue.
     public func signal() {
-        let loops: [WeakLoop] = state.withLock { state in
-            guard state.isValid else { return [] }
+        let loop: Loop? = state.withLock { state in
+            guard state.isValid else { return nil }
             if !state.isSignalled {
                 state.isSignalled = true
                 state.signalSequence = LoopSource.signalClock.add(1, ordering: .relaxed).newValue
             }
-            return state.loops
+            return state.loop
         }
-        for entry in loops {
-            entry.loop?.sourceWasSignalled()
-        }
+        loop?.sourceWasSignalled()
     }
 
     /// Whether the source is still in service.
@@ -58,21 +54,18 @@ public final class LoopSource: @unchecked Sendable {
     /// Any thread.
     public var isValid: Bool { state.withLock { $0.isValid } }
 
-    /// Stops the source for good, removes it from every loop and releases its handler.
+    /// Stops the source for good, removes it from its loop and releases its handler.
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        let loops: [WeakLoop] = state.withLock { state in
-            guard state.isValid else { return [] }
+        let loop: Loop? = state.withLock { state in
+            guard state.isValid else { return nil }
             state.isValid = false
             state.isSignalled = false
             state.perform = nil
-            defer { state.loops = [] }
-            return state.loops
+            return state.loop
         }
-        for entry in loops {
-            entry.loop?.removeEverywhere(ObjectIdentifier(self))
-        }
+        loop?.removeEverywhere(.source(self))
     }
 
     // MARK: Loop machinery
@@ -82,20 +75,17 @@ public final class LoopSource: @unchecked Sendable {
         state.withLock { $0.isValid && $0.isSignalled ? $0.signalSequence : nil }
     }
 
-    func attach(to loop: Loop) -> (valid: Bool, signalled: Bool) {
+    /// Binds the source to `loop`; a source belongs to one loop for its whole life.
+    func bind(to loop: Loop) -> (valid: Bool, signalled: Bool) {
         state.withLock { state in
-            guard state.isValid else { return (false, false) }
-            state.loops.removeAll { $0.loop == nil }
-            if !state.loops.contains(where: { $0.loop === loop }) {
-                state.loops.append(WeakLoop(loop: loop))
+            if let owner = state.loop {
+                precondition(
+                    owner === loop,
+                    "RunLoopKit: a LoopSource belongs to one loop; it was added to a second loop. Create another source for that loop"
+                )
             }
-            return (true, state.isSignalled)
-        }
-    }
-
-    func loopDidRemove(_ loop: Loop) {
-        state.withLock { state in
-            state.loops.removeAll { $0.loop == nil || $0.loop === loop }
+            state.loop = loop
+            return (state.isValid, state.isSignalled)
         }
     }
 

@@ -57,25 +57,42 @@ public final class LoopThread: @unchecked Sendable {
 
     /// Stops the loop and, unless called on the thread itself, waits for the thread to exit.
     ///
-    /// Any thread; idempotent. Called on the loop's own thread it returns at once and the thread
-    /// exits when the current callout returns.
+    /// Any thread; idempotent. Blocks posted before `stop()` still run (the stop request is queued
+    /// behind them, and the thread makes a last non-blocking pass before it exits); blocks posted
+    /// after the thread has exited are discarded. Called on the loop's own thread it returns at
+    /// once and the thread exits when the current callout returns.
     public func stop() {
         control.stopRequested.store(true, ordering: .releasing)
-        // perform: delivered even if the thread has not entered its run yet (a bare stop() would be
-        // forgotten then); stop(): ends a run in a custom mode without waiting for a common one.
-        loop.perform { Loop.current.stop() }
-        loop.stop()
-        if loop.isCurrentThread { return }
+        // Queued rather than a bare loop.stop(): it is delivered even if the thread has not entered
+        // its run yet, and only after the blocks posted before it.
+        // Every run on the stack stops, so a nested run inside user code cannot keep the thread alive.
+        loop.perform { Loop.current.stopAllRuns() }
         let thread = control.thread.withLock { $0 }
-        let shouldJoin = joined.withLock { joined in
+        let first = joined.withLock { joined in
             defer { joined = true }
             return !joined
         }
-        if shouldJoin { pthread_join(thread, nil) }
+        guard first else { return }
+        if loop.isCurrentThread {
+            // Cannot join itself: let the thread's resources go when it exits.
+            pthread_detach(thread)
+        } else {
+            pthread_join(thread, nil)
+        }
+    }
+
+    /// The longest prefix of `name` that fits the kernel's 15 bytes without splitting a character.
+    static func kernelName(_ name: String) -> String {
+        var result = ""
+        for character in name {
+            guard result.utf8.count + character.utf8.count <= 15 else { break }
+            result.append(character)
+        }
+        return result
     }
 
     private static func main(_ control: Control) {
-        LibeventBackend.setCurrentThreadName(control.name)
+        LibeventBackend.setCurrentThreadName(LoopThread.kernelName(control.name))
         let loop = Loop.current
         // Keeps `.default` alive so the run sleeps instead of finishing when there is nothing to do.
         let keepAlive = LoopSource {}
@@ -85,6 +102,8 @@ public final class LoopThread: @unchecked Sendable {
         while !control.stopRequested.load(ordering: .acquiring) {
             loop.run(mode: .default, for: .seconds(Int64.max))
         }
+        // A last pass for blocks that raced with the stop request.
+        loop.run(mode: .default, for: .zero)
         keepAlive.invalidate()
     }
 }

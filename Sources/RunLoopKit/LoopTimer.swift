@@ -25,13 +25,15 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// What a loop needs to place the timer in its heaps.
     struct Schedule {
-        var fireDate: ContinuousClock.Instant
-        var latest: ContinuousClock.Instant
+        var fireDate: Ticks
+        var latest: Ticks
         var generation: UInt64
         var isValid: Bool
     }
 
     let state: Mutex<State>
+    /// The modes of its loop the timer is in; guarded by that loop's `state` lock.
+    var membership = Membership()
 
     /// Creates a timer that fires at `fireAt`, then every `interval` if one is given.
     ///
@@ -88,7 +90,7 @@ public final class LoopTimer: @unchecked Sendable {
             state.handler = nil
             return state.loop
         }
-        loop?.removeEverywhere(ObjectIdentifier(self))
+        loop?.removeEverywhere(.timer(self))
     }
 
     /// Calls the handler now, on the calling thread, without changing the schedule of a repeating
@@ -107,8 +109,8 @@ public final class LoopTimer: @unchecked Sendable {
     var schedule: Schedule {
         state.withLock { state in
             Schedule(
-                fireDate: state.fireDate,
-                latest: state.fireDate.advanced(bySaturating: state.tolerance),
+                fireDate: TickClock.ticks(state.fireDate),
+                latest: TickClock.ticks(state.fireDate.advanced(bySaturating: state.tolerance)),
                 generation: state.generation, isValid: state.isValid)
         }
     }

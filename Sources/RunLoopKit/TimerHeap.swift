@@ -1,11 +1,32 @@
-/// A binary min-heap of timer entries keyed by an instant, ties broken by insertion sequence.
+/// Nanoseconds since a process-wide origin: heap keys are plain integers, because
+/// `ContinuousClock.Instant` is a resilient type and every copy of it goes through witness tables.
+typealias Ticks = Int64
+
+enum TickClock {
+    static let origin = ContinuousClock.now
+
+    static func ticks(_ instant: ContinuousClock.Instant) -> Ticks {
+        let (seconds, attoseconds) = (instant - origin).components
+        // ±292 years fit; beyond that, saturate (such timers never fire in practice anyway).
+        guard abs(seconds) < 9_000_000_000 else { return seconds < 0 ? .min / 2 : .max / 2 }
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
+    static var now: Ticks { ticks(.now) }
+
+    static func instant(_ ticks: Ticks) -> ContinuousClock.Instant {
+        origin + .nanoseconds(ticks)
+    }
+}
+
+/// A binary min-heap of timer entries keyed by a time, ties broken by insertion sequence.
 ///
 /// Entries are never removed from the middle: rescheduling a timer bumps its generation and
 /// pushes a new entry, and the old one is recognised as stale when it reaches the top. That keeps
 /// scheduling O(log n) and removal O(1); `compact` bounds the garbage.
 struct TimerHeap {
     struct Entry {
-        var key: ContinuousClock.Instant
+        var key: Ticks
         var sequence: UInt64
         var generation: UInt64
         var timer: LoopTimer
@@ -21,7 +42,7 @@ struct TimerHeap {
     var count: Int { entries.count }
     var top: Entry? { entries.first }
 
-    mutating func push(_ key: ContinuousClock.Instant, _ sequence: UInt64, _ timer: LoopTimer, _ generation: UInt64) {
+    mutating func push(_ key: Ticks, _ sequence: UInt64, _ timer: LoopTimer, _ generation: UInt64) {
         entries.append(Entry(key: key, sequence: sequence, generation: generation, timer: timer))
         siftUp(entries.count - 1)
     }

@@ -66,3 +66,21 @@ import Testing
             ])
     }
 }
+
+@Suite struct RunResultBlockOnlyTests {
+    /// A mode whose only content is a pending block runs it and finishes instead of sleeping until
+    /// the timeout.
+    @Test func blockOnlyModeFinishesAfterTheBlock() {
+        let ran = Recorder<Int>()
+        let (result, elapsed) = onFreshThread {
+            let loop = Loop.current
+            loop.perform(inModes: [.default]) { ran.append(1) }
+            let start = ContinuousClock.now
+            let result = loop.run(mode: .default, for: .seconds(5))
+            return (result, ContinuousClock.now - start)
+        }
+        #expect(result == .finished)
+        #expect(ran.count == 1)
+        #expect(elapsed < .seconds(1))
+    }
+}

@@ -40,3 +40,17 @@ extension Duration {
         Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15
     }
 }
+
+/// Runs `body` on another thread as soon as `loop` is asleep in the kernel, to act on a loop while
+/// it sleeps. After 5 s it runs `body` anyway, so that a loop that never sleeps fails the test
+/// instead of hanging it.
+func whenAsleep(_ loop: Loop, _ body: @escaping @Sendable () -> Void) {
+    let thread = Thread {
+        let limit = ContinuousClock.now + .seconds(5)
+        while !loop.isWaiting && ContinuousClock.now < limit {
+            sched_yield()
+        }
+        body()
+    }
+    thread.start()
+}

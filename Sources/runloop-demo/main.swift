@@ -1,0 +1,360 @@
+// runloop-demo: the classic iOS run-loop scenarios, live on RunLoopKit.
+//
+// Each section prints what happens with a timestamp in milliseconds since the demo started:
+//   1. the phases of a run, seen by an observer added to `.common`
+//   2. an idle loop sleeps in the kernel: no CPU, no periodic wake-ups
+//   3. a `.default` timer freezes while the loop runs `.tracking`; a `.common` timer keeps ticking
+//   4. timer tolerance lets the loop serve two timers with one wake-up
+//   5. a background `LoopThread` receiving work from the main thread with `perform`
+//   6. `stop()` from another thread makes `run()` return
+
+import Glibc
+import RunLoopKit
+
+// MARK: - Helpers
+
+/// The instant the demo started; timestamps are relative to it.
+enum Clock {
+    static let start = ContinuousClock.now
+}
+
+/// Milliseconds since the demo started, right-aligned.
+func ms() -> String {
+    let (seconds, attoseconds) = Clock.start.duration(to: .now).components
+    let millis = Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    let text = "\(millis) ms"
+    return String(repeating: " ", count: max(0, 8 - text.count)) + text
+}
+
+/// Writes one line to standard output at once (unbuffered, so lines from threads never mix).
+func emit(_ line: String) {
+    var line = line + "\n"
+    line.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(STDOUT_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+            if written <= 0 { return }
+            offset += written
+        }
+    }
+}
+
+/// Prints one narrated line with a timestamp.
+func say(_ text: String) {
+    emit("\(ms())  \(text)")
+}
+
+/// Prints a section header.
+func section(_ title: String) {
+    emit("")
+    emit("== \(title) " + String(repeating: "=", count: max(3, 86 - title.count)))
+}
+
+/// A readable name for one observer activity.
+func activityName(_ activity: Loop.Activity) -> String {
+    switch activity {
+    case .entry: "entry"
+    case .beforeTimers: "beforeTimers"
+    case .beforeSources: "beforeSources"
+    case .beforeWaiting: "beforeWaiting"
+    case .afterWaiting: "afterWaiting"
+    case .exit: "exit"
+    default: "activity(\(activity.rawValue))"
+    }
+}
+
+/// A readable name for a run result.
+func resultName(_ result: Loop.RunResult) -> String {
+    switch result {
+    case .finished: ".finished"
+    case .stopped: ".stopped"
+    case .timedOut: ".timedOut"
+    case .handledSource: ".handledSource"
+    }
+}
+
+/// glibc's `pthread_getname_np`, which Swift's Glibc module hides (it is a GNU extension).
+let pthreadGetName: (@convention(c) (pthread_t, UnsafeMutablePointer<CChar>?, Int) -> Int32)? = {
+    guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "pthread_getname_np") else { return nil }
+    return unsafeBitCast(symbol, to: (@convention(c) (pthread_t, UnsafeMutablePointer<CChar>?, Int) -> Int32).self)
+}()
+
+/// The name of the calling thread, as the kernel knows it.
+func threadName() -> String {
+    var buffer = [CChar](repeating: 0, count: 64)
+    guard let pthreadGetName, pthreadGetName(pthread_self(), &buffer, buffer.count) == 0 else { return "?" }
+    return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+}
+
+/// A value shared between threads, guarded by a pthread mutex.
+final class Shared<Value>: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body(&value)
+    }
+
+    var current: Value { withLock { $0 } }
+}
+
+// MARK: - 1. Phases
+
+/// An observer on `.common` prints every phase of a short run that serves a 40 ms timer twice.
+func phases() {
+    section("1. Phases of a run, seen by an observer on .common")
+    let loop = Loop.current
+    say("Loop.current on the main thread is Loop.main: \(loop === Loop.main)")
+
+    let observer = LoopObserver(activities: .allActivities) { _, activity in
+        say("  observer: \(activityName(activity))")
+    }
+    loop.add(observer, forMode: .common)
+
+    let timer = LoopTimer(after: .milliseconds(40), repeating: .milliseconds(40)) { _ in
+        say("    timer fired")
+    }
+    loop.add(timer, forMode: .default)
+
+    say("run(mode: .default, for: 100 ms) with a timer repeating every 40 ms")
+    let result = loop.run(mode: .default, for: .milliseconds(100))
+    say("run returned \(resultName(result))")
+
+    timer.invalidate()
+    observer.invalidate()
+}
+
+// MARK: - 2. Idle
+
+/// CPU time used by the calling thread so far, in milliseconds.
+func threadCPUMilliseconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+    return Double(time.tv_sec) * 1000 + Double(time.tv_nsec) / 1_000_000
+}
+
+/// A loop with one timer due in a second sleeps in the kernel until then.
+func idle() {
+    section("2. An idle loop sleeps in the kernel")
+    let loop = Loop.current
+    var wakeUps = 0
+    let wakeObserver = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }
+    loop.add(wakeObserver, forMode: .default)
+    let timer = LoopTimer(after: .seconds(1)) { _ in say("  the timer fires after a second of sleep") }
+    loop.add(timer, forMode: .default)
+
+    say("run(mode: .default, for: 2 s) with a single one-shot timer due in 1 s")
+    let cpuBefore = threadCPUMilliseconds()
+    let result = loop.run(mode: .default, for: .seconds(2))
+    let cpu = threadCPUMilliseconds() - cpuBefore
+    say("run returned \(resultName(result)) (its only timer is gone); the thread woke \(wakeUps) time(s)")
+    let cpuText = cpu < 1 ? "under 1 ms" : "\(Int(cpu.rounded())) ms"
+    say("CPU used by this thread during the run: \(cpuText)")
+    wakeObserver.invalidate()
+}
+
+// MARK: - 3. Modes
+
+/// A `.default` timer and a `.common` timer, both every 100 ms, while the loop switches modes.
+func modes() {
+    section("3. Modes: a .default timer freezes during .tracking; a .common one keeps ticking")
+    let loop = Loop.current
+    var ticks: [String: [String]] = ["default": [], "common": []]
+
+    func makeTimer(_ name: String) -> LoopTimer {
+        LoopTimer(after: .milliseconds(100), repeating: .milliseconds(100)) { _ in
+            let now = ms()
+            ticks[name, default: []].append(now.trimmingLeadingSpaces)
+            let mode = Loop.current.currentMode?.name ?? "-"
+            emit("\(now)    \(name)-mode timer tick (loop running .\(mode))")
+        }
+    }
+    let defaultTimer = makeTimer("default")
+    let commonTimer = makeTimer("common")
+    loop.add(defaultTimer, forMode: .default)
+    loop.add(commonTimer, forMode: .common)
+
+    /// Runs `mode` for `millis` ms; returns the tick times of each timer during the run.
+    func stage(_ mode: Loop.Mode, _ millis: Int, _ why: String) -> (default: [String], common: [String]) {
+        say("run(mode: .\(mode.name), for: \(millis) ms) — \(why)")
+        ticks = ["default": [], "common": []]
+        let result = loop.run(mode: mode, for: .milliseconds(millis))
+        let counts = (ticks["default"]!, ticks["common"]!)
+        say(
+            "run returned \(resultName(result)): default timer ticked \(counts.0.count)x, common timer \(counts.1.count)x"
+        )
+        return counts
+    }
+
+    _ = stage(.default, 350, "both timers are in .default")
+    let tracking = stage(.tracking, 400, "as during a scroll: only .common items are served")
+    if tracking.default.isEmpty {
+        say("the .default timer was frozen during .tracking; its fires wait, they are not dropped")
+    } else {
+        say("unexpected: the .default timer fired \(tracking.default.count)x during .tracking")
+    }
+    let back = stage(.default, 260, "back to .default")
+    say("the .default timer ticked at \(back.default.joined(separator: ", ")):")
+    say("  the fires it missed during .tracking collapsed into the first tick; then it kept its 100 ms phase")
+
+    defaultTimer.invalidate()
+    commonTimer.invalidate()
+}
+
+extension String {
+    var trimmingLeadingSpaces: String { String(drop { $0 == " " }) }
+}
+
+// MARK: - 4. Tolerance
+
+/// A timer due at 50 ms with 30 ms tolerance and one due at 70 ms fire in one wake-up at 70 ms.
+func tolerance() {
+    section("4. Tolerance: two timers, one wake-up")
+    let loop = Loop.current
+    let start = ContinuousClock.now
+    var fired: [String] = []
+    var wakeUps = 0
+
+    func elapsed() -> Int {
+        let (seconds, attoseconds) = start.duration(to: .now).components
+        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
+
+    let wakeObserver = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }
+    loop.add(wakeObserver, forMode: .default)
+    let early = LoopTimer(after: .milliseconds(50), tolerance: .milliseconds(30)) { _ in
+        fired.append("A (due 50 ms, tolerance 30 ms) at \(elapsed()) ms")
+    }
+    let late = LoopTimer(after: .milliseconds(70)) { _ in
+        fired.append("B (due 70 ms, no tolerance) at \(elapsed()) ms")
+    }
+    loop.add(early, forMode: .default)
+    loop.add(late, forMode: .default)
+
+    let result = loop.run(mode: .default, for: .milliseconds(200))
+    for line in fired { say("  timer \(line)") }
+    say("the loop woke \(wakeUps) time(s); run returned \(resultName(result)) (one-shot timers invalidate themselves)")
+    wakeObserver.invalidate()
+}
+
+// MARK: - 5. Background thread
+
+/// A `LoopThread` gets blocks from the main thread; the main loop waits for its answers on a source.
+func backgroundThread() {
+    section("5. A background LoopThread receiving work with perform")
+    let main = Loop.current
+    let worker = LoopThread(name: "demo-worker")
+    say("started LoopThread(name: \"demo-worker\"); this thread is '\(threadName())'")
+
+    // The worker answers by signalling a source on the main loop: signal() wakes the loop.
+    let answers = Shared(0)
+    let reply = LoopSource {}
+    main.add(reply, forMode: .default)
+
+    /// Runs the main loop until the worker has answered `count` times (at most 2 s).
+    func waitForAnswers(_ count: Int) {
+        let deadline = ContinuousClock.now + .seconds(2)
+        while answers.current < count, ContinuousClock.now < deadline {
+            main.run(mode: .default, until: deadline)
+        }
+        if answers.current < count { say("the worker did not answer in time") }
+    }
+
+    for job in 1...3 {
+        worker.loop.perform {
+            say("  job \(job) runs on thread '\(threadName())'")
+            answers.withLock { $0 += 1 }
+            reply.signal()
+        }
+        say("posted job \(job)")
+    }
+    waitForAnswers(3)
+    say("the main loop woke for the answers")
+
+    // Many blocks posted between two iterations cost one wake-up, not one each.
+    let wakeUps = Shared(0)
+    let counter = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps.withLock { $0 += 1 } }
+    worker.loop.add(counter, forMode: .common)
+    worker.loop.perform {
+        answers.withLock { $0 += 1 }
+        reply.signal()
+    }
+    waitForAnswers(4)
+    wakeUps.withLock { $0 = 0 }
+
+    let posts = 10_000
+    let ran = Shared(0)
+    for _ in 0..<posts {
+        worker.loop.perform {
+            let count = ran.withLock { count in
+                count += 1
+                return count
+            }
+            if count == posts {
+                answers.withLock { $0 += 1 }
+                reply.signal()
+            }
+        }
+    }
+    say("posted \(posts) blocks in a burst")
+    waitForAnswers(5)
+    say("all \(ran.current) ran on the worker; they cost it \(wakeUps.current) wake-up(s), not \(posts)")
+    counter.invalidate()
+
+    worker.stop()
+    say("worker.stop() returned: its loop stopped and its thread was joined")
+    reply.invalidate()
+}
+
+// MARK: - 6. Stop
+
+/// `run()` on this thread returns when another thread calls `stop()`.
+func stopFromAnotherThread() {
+    section("6. stop() from another thread ends run()")
+    let loop = Loop.current
+    let heartbeat = LoopTimer(after: .milliseconds(150), repeating: .milliseconds(150)) { _ in
+        say("  main loop alive in run()")
+    }
+    loop.add(heartbeat, forMode: .default)
+
+    let stopper = LoopThread(name: "demo-stopper")
+    let stopTimer = LoopTimer(after: .milliseconds(500)) { _ in
+        say("  thread '\(threadName())' calls stop() on the main loop")
+        loop.stop()
+    }
+    stopper.loop.add(stopTimer, forMode: .default)
+
+    say("calling run() (a timer on 'demo-stopper' stops it after 500 ms)")
+    loop.run()
+    say("run() returned; the main loop's currentMode is now \(loop.currentMode.map { ".\($0.name)" } ?? "nil")")
+    say("(a server's main loop normally runs for the life of the process: stopping it is discouraged)")
+
+    heartbeat.invalidate()
+    stopper.stop()
+}
+
+// MARK: - Main
+
+_ = Clock.start
+emit("RunLoopKit demo: an Apple-style run loop on libevent (times are ms since start)")
+phases()
+idle()
+modes()
+tolerance()
+backgroundThread()
+stopFromAnotherThread()
+emit("")
+say("done")

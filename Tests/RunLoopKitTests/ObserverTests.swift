@@ -1,0 +1,251 @@
+import Testing
+
+@testable import RunLoopKit
+
+private let sixActivities: [Loop.Activity] = [
+    .entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit,
+]
+
+/// The activities of a run that serves one one-shot timer after one sleep, then finds its mode
+/// empty: each happens exactly once, in this order.
+private let oneSleepRun = ["entry", "beforeTimers", "beforeSources", "beforeWaiting", "afterWaiting", "exit"]
+
+/// Runs `.default` with one one-shot timer due in 10 ms (the `oneSleepRun` sequence).
+private func runWithOneTimer(_ loop: Loop) -> Loop.RunResult {
+    loop.add(LoopTimer(after: .milliseconds(10)) { _ in }, forMode: .default)
+    return loop.run(mode: .default, for: .seconds(5))
+}
+
+/// Observers: the phase sequences of a run, activity selection, ordering, one-shot observers,
+/// nested runs, invalidation, and observers not keeping a mode alive.
+@Suite struct ObserverTests {
+    // MARK: Sequences
+
+    @Test func idleRunThatTimesOut() throws {
+        let events = Recorder<String>()
+        let result = onFreshThread {
+            let loop = Loop.current
+            loop.add(LoopSource {}, forMode: .default)
+            let observer = LoopObserver(activities: .allActivities) { _, activity in
+                events.append(activity.description)
+            }
+            loop.add(observer, forMode: .default)
+            return loop.run(mode: .default, for: .milliseconds(30))
+        }
+        #expect(result == .timedOut)
+        // entry, then one or more sleeping iterations, then exit.
+        let sequence = events.events
+        try #require(sequence.count >= 6)
+        #expect(sequence.first == "entry")
+        #expect(sequence.last == "exit")
+        let iterations = Array(sequence.dropFirst().dropLast())
+        let cycle = ["beforeTimers", "beforeSources", "beforeWaiting", "afterWaiting"]
+        #expect(iterations.count % cycle.count == 0)
+        for start in stride(from: 0, to: iterations.count - cycle.count + 1, by: cycle.count) {
+            #expect(Array(iterations[start..<start + cycle.count]) == cycle)
+        }
+    }
+
+    @Test func signalledSourceRunsWithoutSleeping() {
+        let events = Recorder<String>()
+        let result = onFreshThread {
+            let loop = Loop.current
+            let source = LoopSource { events.append("source") }
+            loop.add(source, forMode: .default)
+            let observer = LoopObserver(activities: .allActivities) { _, activity in
+                events.append(activity.description)
+            }
+            loop.add(observer, forMode: .default)
+            source.signal()
+            return loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true)
+        }
+        #expect(result == .handledSource)
+        #expect(events.events == ["entry", "beforeTimers", "beforeSources", "source", "exit"])
+    }
+
+    @Test func sourceSignalledDuringSleepRunsInTheNextIteration() {
+        let events = Recorder<String>()
+        let result = onFreshThread {
+            let loop = Loop.current
+            let source = LoopSource { events.append("source") }
+            loop.add(source, forMode: .default)
+            let observer = LoopObserver(activities: .allActivities) { _, activity in
+                events.append(activity.description)
+            }
+            loop.add(observer, forMode: .default)
+            whenAsleep(loop) { source.signal() }
+            return loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true)
+        }
+        #expect(result == .handledSource)
+        #expect(
+            events.events == [
+                "entry", "beforeTimers", "beforeSources", "beforeWaiting", "afterWaiting",
+                "beforeTimers", "beforeSources", "source", "exit",
+            ])
+    }
+
+    @Test(arguments: sixActivities)
+    func eachActivityIsSelectable(activity: Loop.Activity) {
+        let selected = Recorder<String>()
+        let all = Recorder<String>()
+        let result = onFreshThread {
+            let loop = Loop.current
+            loop.add(
+                LoopObserver(activities: activity) { _, seen in selected.append(seen.description) }, forMode: .default)
+            loop.add(
+                LoopObserver(activities: .allActivities) { _, seen in all.append(seen.description) }, forMode: .default)
+            return runWithOneTimer(loop)
+        }
+        #expect(result == .finished)
+        #expect(all.events == oneSleepRun)
+        #expect(selected.events == [activity.description])
+    }
+
+    // MARK: Order
+
+    @Test(arguments: [[5, -1, 5, 0, -1], [0, 0, 0], [3, 2, 1], [Int.max, Int.min, 0, Int.min]])
+    func calledInAscendingOrderThenInsertionOrder(orders: [Int]) {
+        let calls = Recorder<Int>()
+        onFreshThread {
+            let loop = Loop.current
+            loop.add(LoopSource {}, forMode: .default)
+            for (index, order) in orders.enumerated() {
+                let observer = LoopObserver(activities: .entry, order: order) { _, _ in calls.append(index) }
+                loop.add(observer, forMode: .default)
+            }
+            loop.run(mode: .default, for: .zero)
+        }
+        let expected = orders.indices.sorted { (orders[$0], $0) < (orders[$1], $1) }
+        #expect(calls.events == expected)
+    }
+
+    // MARK: One-shot observers
+
+    @Test func nonRepeatingObserverIsCalledOnceThenInvalid() {
+        let calls = Recorder<String>()
+        let (valid, contained, result) = onFreshThread {
+            let loop = Loop.current
+            let observer = LoopObserver(activities: .allActivities, repeats: false) { _, activity in
+                calls.append(activity.description)
+            }
+            loop.add(observer, forMode: .default)
+            let result = runWithOneTimer(loop)
+            return (observer.isValid, loop.contains(observer, inMode: .default), result)
+        }
+        #expect(result == .finished)
+        #expect(calls.events == ["entry"])
+        #expect(!valid)
+        #expect(!contained)
+    }
+
+    // MARK: Nested runs
+
+    @Test func observerIsNotReenteredByANestedRunFromItsCallout() {
+        let events = Recorder<String>()
+        let (outer, inner) = onFreshThread {
+            let loop = Loop.current
+            loop.add(LoopSource {}, forMode: .default)
+            var inner: Loop.RunResult?
+            var nested = false
+            let nesting = LoopObserver(activities: .allActivities, order: 0) { _, activity in
+                events.append("A \(activity)")
+                if activity == .entry && !nested {
+                    nested = true
+                    events.append("nested run")
+                    inner = loop.run(mode: .default, for: .zero)
+                    events.append("nested run returned")
+                }
+            }
+            let other = LoopObserver(activities: .allActivities, order: 1) { _, activity in
+                events.append("B \(activity)")
+            }
+            loop.add(nesting, forMode: .default)
+            loop.add(other, forMode: .default)
+            let outer = loop.run(mode: .default, for: .milliseconds(20))
+            return (outer, inner)
+        }
+        #expect(outer == .timedOut)
+        #expect(inner == .timedOut)
+        #expect(
+            events.events == [
+                "A entry", "nested run",
+                // The nested run (a poll: zero timeout) calls B but not A, whose callout is running.
+                "B entry", "B beforeTimers", "B beforeSources", "B exit",
+                "nested run returned",
+                "B entry",
+                "A beforeTimers", "B beforeTimers", "A beforeSources", "B beforeSources",
+                "A beforeWaiting", "B beforeWaiting", "A afterWaiting", "B afterWaiting",
+                "A exit", "B exit",
+            ])
+    }
+
+    // MARK: Invalidation
+
+    @Test(arguments: [Loop.Activity.entry, .beforeSources, .afterWaiting])
+    func invalidateFromInsideItsCallout(at activity: Loop.Activity) {
+        let calls = Recorder<String>()
+        let control = Recorder<String>()
+        let (valid, contained, result) = onFreshThread {
+            let loop = Loop.current
+            let observer = LoopObserver(activities: .allActivities) { observer, seen in
+                calls.append(seen.description)
+                if seen == activity { observer.invalidate() }
+            }
+            loop.add(observer, forMode: .default)
+            loop.add(
+                LoopObserver(activities: .allActivities) { _, seen in control.append(seen.description) },
+                forMode: .default)
+            let result = runWithOneTimer(loop)
+            return (observer.isValid, loop.contains(observer, inMode: .default), result)
+        }
+        let index = oneSleepRun.firstIndex(of: activity.description)!
+        #expect(result == .finished)
+        #expect(calls.events == Array(oneSleepRun[...index]))
+        #expect(control.events == oneSleepRun)
+        #expect(!valid)
+        #expect(!contained)
+    }
+
+    // MARK: Keeping a mode alive
+
+    @Test func observersAloneDoNotKeepAModeAlive() {
+        let calls = Recorder<String>()
+        let (result, untilResult, elapsed) = onFreshThread {
+            let loop = Loop.current
+            let record: (LoopObserver, Loop.Activity) -> Void = { _, activity in calls.append(activity.description) }
+            let observer = LoopObserver(activities: .allActivities, record)
+            let common = LoopObserver(activities: .allActivities, record)
+            loop.add(observer, forMode: .default)
+            loop.add(common, forMode: .common)
+            let start = ContinuousClock.now
+            let result = loop.run(mode: .default, for: .seconds(2))
+            let untilResult = loop.run(mode: .default, until: .now + .seconds(2))
+            return (result, untilResult, ContinuousClock.now - start)
+        }
+        #expect(result == .finished)
+        #expect(untilResult == false)
+        #expect(calls.events.isEmpty)
+        #expect(elapsed < .milliseconds(500))
+    }
+
+    @Test func modeWithOnlyObserversLeftFinishes() {
+        let calls = Recorder<String>()
+        let (first, second) = onFreshThread {
+            let loop = Loop.current
+            let timer = LoopTimer(after: .seconds(60)) { _ in }
+            loop.add(timer, forMode: .default)
+            let observer = LoopObserver(activities: .allActivities) { _, activity in
+                calls.append(activity.description)
+            }
+            loop.add(observer, forMode: .default)
+            let first = loop.run(mode: .default, for: .zero)
+            loop.remove(timer, forMode: .default)
+            calls.append("removed")
+            let second = loop.run(mode: .default, for: .seconds(2))
+            return (first, second)
+        }
+        #expect(first == .timedOut)
+        #expect(second == .finished)
+        #expect(calls.events == ["entry", "beforeTimers", "beforeSources", "exit", "removed"])
+    }
+}

@@ -1,0 +1,179 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import RunLoopKit
+
+/// Cross-thread blocks: `perform(inModes:_:)` wakes the loop, keeps every block and its order,
+/// holds blocks for modes that are not running, never sleeps on a block, and coalesces wake-ups.
+@Suite struct PerformTests {
+    @Test func performFromAnotherThreadWakesASleepingLoop() {
+        let posted = Mutex<ContinuousClock.Instant?>(nil)
+        let (result, latency, elapsed) = onFreshThread {
+            let loop = Loop.current
+            loop.add(LoopSource {}, forMode: .default)
+            let ran = Mutex<ContinuousClock.Instant?>(nil)
+            whenAsleep(loop) {
+                posted.withLock { $0 = .now }
+                loop.perform {
+                    ran.withLock { $0 = .now }
+                    Loop.current.stop()
+                }
+            }
+            let start = ContinuousClock.now
+            let result = loop.run(mode: .default, for: .seconds(5))
+            let elapsed = ContinuousClock.now - start
+            let latency = ran.withLock { $0 }.map { $0 - posted.withLock { $0! } }
+            return (result, latency, elapsed)
+        }
+        #expect(result == .stopped)
+        #expect(latency != nil)
+        #expect((latency ?? .seconds(5)) < .milliseconds(50))
+        #expect(elapsed < .seconds(1))
+    }
+
+    @Test func manyProducersLoseNothingDuplicateNothingAndKeepTheirOrder() {
+        let producers = 4
+        let perProducer = 10_000
+        let total = producers * perProducer
+        let ran = Recorder<Producer>()
+        let result = onFreshThread {
+            let loop = Loop.current
+            loop.add(LoopSource {}, forMode: .default)
+            Thread.detachNewThread {
+                DispatchQueue.concurrentPerform(iterations: producers) { producer in
+                    for sequence in 0..<perProducer {
+                        loop.perform {
+                            ran.append(Producer(id: producer, sequence: sequence))
+                            if ran.count == total { Loop.current.stop() }
+                        }
+                    }
+                }
+            }
+            return loop.run(mode: .default, for: .seconds(10))
+        }
+        #expect(result == .stopped)
+        let events = ran.events
+        #expect(events.count == total)
+        for producer in 0..<producers {
+            let sequences = events.filter { $0.id == producer }.map(\.sequence)
+            #expect(sequences == Array(0..<perProducer), "producer \(producer): lost, repeated or reordered blocks")
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func blocksForAModeNotRunningWaitForIt(postedFromAnotherThread: Bool) {
+        let ran = Recorder<String>()
+        let results = Recorder<Loop.RunResult>()
+        let (afterDefault, elapsed) = onFreshThread {
+            let loop = Loop.current
+            loop.add(LoopSource {}, forMode: .default)
+            let post: @Sendable () -> Void = {
+                loop.perform(inModes: ["other"]) { ran.append("other 1") }
+                loop.perform(inModes: [.default]) { ran.append("default") }
+                loop.perform(inModes: ["other"]) {
+                    ran.append("other 2")
+                    Loop.current.stop()
+                }
+                loop.perform(inModes: [.tracking]) { ran.append("tracking") }
+            }
+            if postedFromAnotherThread {
+                onFreshThread(post)
+            } else {
+                post()
+            }
+            results.append(loop.run(mode: .default, for: .milliseconds(20)))
+            let afterDefault = ran.events
+            // Only the pending blocks make "other" non-empty: it runs them in order.
+            let start = ContinuousClock.now
+            results.append(loop.run(mode: "other", for: .seconds(5)))
+            let elapsed = ContinuousClock.now - start
+            // They ran once: "other" is empty now.
+            results.append(loop.run(mode: "other", for: .seconds(5)))
+            return (afterDefault, elapsed)
+        }
+        #expect(afterDefault == ["default"])
+        #expect(results.events == [.timedOut, .stopped, .finished])
+        #expect(elapsed < .seconds(1))
+        #expect(ran.events == ["default", "other 1", "other 2"])
+    }
+
+    @Test func blocksQueuedFromABlockRunInTheSameRunWithoutSleeping() {
+        let ran = Recorder<String>()
+        let (result, elapsed) = onFreshThread {
+            let loop = Loop.current
+            loop.add(LoopSource {}, forMode: .default)
+            whenAsleep(loop) {
+                loop.perform {
+                    ran.append("first")
+                    Loop.current.perform {
+                        ran.append("second")
+                        Loop.current.stop()
+                    }
+                    ran.append("first returns")
+                }
+            }
+            let start = ContinuousClock.now
+            let result = loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: false)
+            return (result, ContinuousClock.now - start)
+        }
+        #expect(result == .stopped)
+        #expect(elapsed < .seconds(1))
+        #expect(ran.events == ["first", "first returns", "second"])
+    }
+
+    @Test func postsWhileTheLoopIsBusyCostAtMostACoupleOfWakeUps() {
+        let blocks = 1_000
+        let ran = Recorder<Int>()
+        let drain = Recorder<Loop.Activity>()
+        let seenDuringDrain = Mutex<[Loop.Activity]>([])
+        let result = onFreshThread {
+            let loop = Loop.current
+            loop.add(LoopSource {}, forMode: .default)
+            let observer = LoopObserver(activities: [.beforeTimers, .afterWaiting]) { _, activity in
+                drain.append(activity)
+            }
+            loop.add(observer, forMode: .default)
+            let busy = DispatchSemaphore(value: 0)
+            let go = DispatchSemaphore(value: 0)
+            whenAsleep(loop) {
+                loop.perform {
+                    drain.removeAll()
+                    busy.signal()
+                    _ = go.wait(timeout: .now() + 5)
+                }
+                busy.wait()
+                for index in 0..<blocks {
+                    loop.perform {
+                        ran.append(index)
+                        if index == blocks - 1 {
+                            seenDuringDrain.withLock { $0 = drain.events }
+                            Loop.current.stop()
+                        }
+                    }
+                }
+                go.signal()
+            }
+            return loop.run(mode: .default, for: .seconds(5))
+        }
+        #expect(result == .stopped)
+        #expect(ran.events == Array(0..<blocks))
+        let activities = seenDuringDrain.withLock { $0 }
+        let wakeUps = activities.filter { $0 == .afterWaiting }.count
+        let iterations = activities.filter { $0 == .beforeTimers }.count
+        #expect(wakeUps <= 3, "\(blocks) posts to a busy loop cost \(wakeUps) wake-ups")
+        #expect(iterations <= 3, "\(blocks) posts to a busy loop cost \(iterations) iterations")
+    }
+
+    @Test func performWithNoModesIsAProgrammerError() async {
+        await #expect(processExitsWith: .failure) {
+            Loop.current.perform(inModes: []) {}
+        }
+    }
+}
+
+private struct Producer: Sendable, Equatable {
+    let id: Int
+    let sequence: Int
+}
