@@ -1,5 +1,5 @@
-import Synchronization
 import Glibc
+import Synchronization
 
 // Cross-thread traffic: blocks, signals, stop and wake-up.
 //
@@ -30,7 +30,8 @@ extension Loop {
     /// are not running wait, they are not dropped. Many posts between two iterations cost one
     /// wake-up. Blocks posted to a loop whose thread has exited are discarded.
     public func perform(inModes modes: [Mode] = [.common], _ block: @escaping @Sendable () -> Void) {
-        precondition(!modes.isEmpty, "RunLoopKit: perform(inModes:) needs at least one mode, or the block could never run")
+        precondition(
+            !modes.isEmpty, "RunLoopKit: perform(inModes:) needs at least one mode, or the block could never run")
         let foreign = !isCurrentThread
         inbox.withLock { inbox in
             guard !inbox.closed else { return }

@@ -1,4 +1,5 @@
 import Synchronization
+
 // Running a loop. `runOnce` below is the iteration, step by step as docs/Design.md numbers it.
 
 extension Loop {
@@ -23,7 +24,8 @@ extension Loop {
         -> RunResult
     {
         preconditionLoopThread("Loop.run(mode:for:)")
-        return runSpecific(mode, deadline: RunDeadline(after: timeout), returnAfterSourceHandled: returnAfterSourceHandled)
+        return runSpecific(
+            mode, deadline: RunDeadline(after: timeout), returnAfterSourceHandled: returnAfterSourceHandled)
     }
 
     /// Runs the loop once in `mode`, returning after one source is handled or at `deadline`.
@@ -127,7 +129,7 @@ extension Loop {
         }
         if events.woken { takeInbox(consumedWakeUp: true) }
 
-        // 2.5 Due timers in fire-date order (then ready descriptors and ports).
+        // 2.5 Due timers in fire-date order.
         fireTimers(in: mode)
 
         // 2.6 Blocks again.

@@ -40,11 +40,13 @@ public final class LoopThread: @unchecked Sendable {
         self.control = control
         var thread = pthread_t()
         let context = Unmanaged.passRetained(control).toOpaque()
-        let code = pthread_create(&thread, nil, { context in
-            let control = Unmanaged<Control>.fromOpaque(context!).takeRetainedValue()
-            LoopThread.main(control)
-            return nil
-        }, context)
+        let code = pthread_create(
+            &thread, nil,
+            { context in
+                let control = Unmanaged<Control>.fromOpaque(context!).takeRetainedValue()
+                LoopThread.main(control)
+                return nil
+            }, context)
         precondition(code == 0, "RunLoopKit: pthread_create failed for LoopThread \"\(name)\" (error \(code))")
         control.thread.withLock { $0 = thread }
         control.started.wait()
