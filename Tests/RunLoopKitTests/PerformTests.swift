@@ -99,6 +99,21 @@ import Testing
         #expect(ran.events == ["default", "other 1", "other 2"])
     }
 
+    @Test func modeKeptAliveOnlyByBlocksFinishesOnceTheyRan() {
+        let ran = Recorder<Int>()
+        let (result, elapsed) = onFreshThread {
+            let loop = Loop.current
+            loop.perform(inModes: ["other"]) { ran.append(1) }
+            loop.perform(inModes: ["other"]) { ran.append(2) }
+            let start = ContinuousClock.now
+            let result = loop.run(mode: "other", for: .seconds(5))
+            return (result, ContinuousClock.now - start)
+        }
+        #expect(ran.events == [1, 2])
+        #expect(result == .finished)
+        #expect(elapsed < .seconds(1))
+    }
+
     @Test func blocksQueuedFromABlockRunInTheSameRunWithoutSleeping() {
         let ran = Recorder<String>()
         let (result, elapsed) = onFreshThread {
