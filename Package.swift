@@ -6,6 +6,8 @@ let package = Package(
     products: [
         .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
         .executable(name: "runloop-demo", targets: ["runloop-demo"]),
+        .executable(name: "runloop-bench", targets: ["runloop-bench"]),
+        .executable(name: "runloop-httpd", targets: ["runloop-httpd"]),
     ],
     targets: [
         // libevent 2.1 from Debian's libevent-dev; only the backend file of RunLoopKit imports it.
@@ -23,9 +25,42 @@ let package = Package(
             name: "runloop-demo",
             dependencies: ["RunLoopKit"]
         ),
+
+        // Benchmark: RunLoopKit side by side with Foundation's RunLoop and raw libevent in C.
+        .target(
+            name: "CRawLibevent",
+            dependencies: ["CLibevent"]
+        ),
+        .executableTarget(
+            name: "runloop-bench",
+            dependencies: ["RunLoopKit", "CRawLibevent"]
+        ),
+
+        // HTTP/1.1 server on RunLoopKit, and the same server on raw libevent in C for comparison.
+        .target(
+            name: "HTTPCore",
+            dependencies: []
+        ),
+        .executableTarget(
+            name: "runloop-httpd",
+            dependencies: ["RunLoopKit", "HTTPCore"]
+        ),
+        .executableTarget(
+            name: "raw-httpd",
+            dependencies: ["CLibevent"]
+        ),
+
         .testTarget(
             name: "RunLoopKitTests",
             dependencies: ["RunLoopKit"]
+        ),
+        .testTarget(
+            name: "BenchTests",
+            dependencies: ["runloop-bench"]
+        ),
+        .testTarget(
+            name: "HTTPDTests",
+            dependencies: ["HTTPCore", "runloop-httpd"]
         ),
     ],
     swiftLanguageModes: [.v6]
