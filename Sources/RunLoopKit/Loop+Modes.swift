@@ -23,12 +23,14 @@ extension Loop {
         case timer(LoopTimer)
         case observer(LoopObserver)
         case source(LoopSource)
+        case descriptor(LoopDescriptorSource)
 
         var id: ObjectIdentifier {
             switch self {
             case .timer(let timer): ObjectIdentifier(timer)
             case .observer(let observer): ObjectIdentifier(observer)
             case .source(let source): ObjectIdentifier(source)
+            case .descriptor(let source): ObjectIdentifier(source)
             }
         }
 
@@ -38,6 +40,7 @@ extension Loop {
             case .timer(let timer): timer.membership
             case .observer(let observer): observer.membership
             case .source(let source): source.membership
+            case .descriptor(let source): source.membership
             }
         }
 
@@ -48,6 +51,7 @@ extension Loop {
             case .timer(let timer): body(&timer.membership)
             case .observer(let observer): body(&observer.membership)
             case .source(let source): body(&source.membership)
+            case .descriptor(let source): body(&source.membership)
             }
         }
 
@@ -57,6 +61,7 @@ extension Loop {
             case .timer(let timer): timer.invalidate()
             case .observer(let observer): observer.invalidate()
             case .source(let source): source.invalidate()
+            case .descriptor(let source): source.invalidate()
             }
         }
     }
@@ -74,11 +79,13 @@ extension Loop {
         var observers: [LoopObserver] = []
         var observerMask: Activity = []
         var sources: [LoopSource] = []
+        /// Keyed for O(1) removal: a server adds and removes one per connection.
+        var descriptors: [ObjectIdentifier: LoopDescriptorSource] = [:]
 
         init(mode: Mode) { self.mode = mode }
 
         /// Observers do not keep a mode alive; sources and timers do (blocks are counted by the loop).
-        var hasSourcesOrTimers: Bool { timerCount > 0 || !sources.isEmpty }
+        var hasSourcesOrTimers: Bool { timerCount > 0 || !sources.isEmpty || !descriptors.isEmpty }
 
         mutating func recomputeObserverMask() {
             observerMask = observers.reduce(into: []) { $0.formUnion($1.activities) }
@@ -141,6 +148,9 @@ extension Loop {
         /// Items added to `.common`: they join every mode later added to the common set.
         var commonItems: [ObjectIdentifier: Item] = [:]
         var runStack: [RunFrame] = []
+        /// Descriptor sources added, removed, changed or invalidated since the loop thread last
+        /// brought libevent in line (see `LoopDescriptorSource.swift`).
+        var descriptorChanges: [LoopDescriptorSource] = []
         /// Source of insertion sequence numbers (observer tie-breaks, heap tie-breaks).
         var nextSequence: UInt64 = 0
 
@@ -178,6 +188,8 @@ extension Loop {
                     items.recomputeObserverMask()
                 case .source(let source):
                     items.sources.append(source)
+                case .descriptor(let source):
+                    items.descriptors[ObjectIdentifier(source)] = source
                 }
             }
             return true
@@ -203,6 +215,8 @@ extension Loop {
                     items.recomputeObserverMask()
                 case .source(let source):
                     items.sources.removeAll { $0 === source }
+                case .descriptor(let source):
+                    items.descriptors[ObjectIdentifier(source)] = nil
                 }
             }
             return true
@@ -257,6 +271,7 @@ extension Loop {
                 for timer in items.timers { seen[ObjectIdentifier(timer)] = .timer(timer) }
                 for observer in items.observers { seen[ObjectIdentifier(observer)] = .observer(observer) }
                 for source in items.sources { seen[ObjectIdentifier(source)] = .source(source) }
+                for source in items.descriptors.values { seen[ObjectIdentifier(source)] = .descriptor(source) }
             }
             return Array(seen.values)
         }

@@ -115,11 +115,13 @@ extension Loop {
         if handledSource { runBlocks(in: mode) }
 
         // 2.4 Poll without blocking; sleep only if nothing is ready and nothing is owed.
+        syncDescriptors(for: mode, backend)
         var events = backend.pollNow()
         if !handledSource, !deadline.pollOnly, events.isEmpty, !hasWorkBeforeSleeping(mode, frame, deadline) {
             notify(.beforeWaiting, in: mode)
             // A beforeWaiting observer may have queued work or stopped the run: do not sleep on it.
             if !hasWorkBeforeSleeping(mode, frame, deadline) {
+                syncDescriptors(for: mode, backend)
                 let wake = earliest(nextTimerWake(in: mode), deadline.instant)
                 waiting.store(true, ordering: .releasing)
                 events = backend.wait(until: wake)
@@ -129,8 +131,11 @@ extension Loop {
         }
         if events.woken { takeInbox(consumedWakeUp: true) }
 
-        // 2.5 Due timers in fire-date order.
+        // 2.5 Due timers in fire-date order, then every ready descriptor (not one per wake-up).
         fireTimers(in: mode)
+        if !events.ready.isEmpty, serveDescriptors(events.ready, in: mode) {
+            handledSource = true
+        }
 
         // 2.6 Blocks again.
         runBlocks(in: mode)

@@ -64,11 +64,7 @@ public final class LoopThread: @unchecked Sendable {
     /// after the thread has exited are discarded. Called on the loop's own thread it returns at
     /// once and the thread exits when the current callout returns.
     public func stop() {
-        control.stopRequested.store(true, ordering: .releasing)
-        // Queued rather than a bare loop.stop(): it is delivered even if the thread has not entered
-        // its run yet, and only after the blocks posted before it.
-        // Every run on the stack stops, so a nested run inside user code cannot keep the thread alive.
-        loop.perform { Loop.current.stopAllRuns() }
+        requestStop()
         let thread = control.thread.withLock { $0 }
         let first = joined.withLock { joined in
             defer { joined = true }
@@ -91,6 +87,15 @@ public final class LoopThread: @unchecked Sendable {
             result.append(character)
         }
         return result
+    }
+
+    /// Asks the thread to stop without waiting for it. Any thread; idempotent.
+    func requestStop() {
+        guard !control.stopRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // Queued rather than a bare loop.stop(): it is delivered even if the thread has not entered
+        // its run yet, and only after the blocks posted before it. Every run on the stack stops, so
+        // a nested run inside user code cannot keep the thread alive.
+        loop.perform { Loop.current.stopAllRuns() }
     }
 
     private static func main(_ control: Control) {

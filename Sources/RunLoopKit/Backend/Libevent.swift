@@ -1,5 +1,6 @@
 internal import CLibevent
 import Glibc
+import Synchronization
 
 // The only file that talks to libevent. All of it runs on the loop's own thread.
 //
@@ -20,6 +21,8 @@ struct BackendEvents {
     var timerExpired = false
     /// Number of libevent callbacks that ran.
     var callbacks = 0
+    /// Descriptor sources that were ready, with what was ready.
+    var ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)] = []
 
     var isEmpty: Bool { callbacks == 0 }
 }
@@ -34,6 +37,24 @@ final class LibeventBackend {
     private var armed: ContinuousClock.Instant?
     /// Filled in by callbacks during one `poll`.
     private var events = BackendEvents()
+    /// The descriptor sources registered with the base, by source.
+    private var registrations: [ObjectIdentifier: Registration] = [:]
+    /// The mode whose descriptor sources are all registered (others may be, until they fire).
+    var registeredMode: Loop.Mode?
+
+    /// A descriptor source's event in the base.
+    final class Registration {
+        let source: LoopDescriptorSource
+        unowned let backend: LibeventBackend
+        var event: OpaquePointer?
+        /// The EV_* flags the event is added with; 0 when it is not added.
+        var flags: Int32 = 0
+
+        init(source: LoopDescriptorSource, backend: LibeventBackend) {
+            self.source = source
+            self.backend = backend
+        }
+    }
 
     /// Whether the calling thread is the process's main thread (`gettid() == getpid()`).
     static var isMainThread: Bool { rlk_gettid() == getpid() }
@@ -55,6 +76,7 @@ final class LibeventBackend {
     /// persistent read events of the wake-up eventfd (owned by the loop) and of a new timerfd.
     init(wakeDescriptor: Int32) throws(LoopError) {
         self.wakeDescriptor = wakeDescriptor
+        LibeventBackend.quietLogs
         guard let config = event_config_new() else { throw LoopError.backend("event_config_new failed") }
         defer { event_config_free(config) }
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
@@ -78,6 +100,9 @@ final class LibeventBackend {
     }
 
     deinit {
+        for registration in registrations.values {
+            release(registration)
+        }
         if let wakeEvent { event_free(wakeEvent) }
         if let timerEvent { event_free(timerEvent) }
         event_base_free(base)
@@ -90,9 +115,11 @@ final class LibeventBackend {
 
     // MARK: Dispatch
 
-    /// Dispatches ready events without blocking: `event_base_loop(EVLOOP_NONBLOCK)`.
+    /// Dispatches ready events without blocking: `event_base_loop(EVLOOP_NONBLOCK | EVLOOP_ONCE)`.
+    /// NONBLOCK alone keeps looping while events are active, and a level-triggered descriptor
+    /// that callbacks only record (never read) stays active: ONCE makes it return after one pass.
     func pollNow() -> BackendEvents {
-        dispatch(Int32(EVLOOP_NONBLOCK))
+        dispatch(Int32(EVLOOP_NONBLOCK | EVLOOP_ONCE))
     }
 
     /// Blocks until an event is ready or `deadline` (nil: no deadline) passes:
@@ -126,7 +153,145 @@ final class LibeventBackend {
         armed = deadline
     }
 
+    // MARK: Descriptor sources
+
+    private static let quietLogs: Void = rlk_quiet_libevent_logs()
+
+    /// Throws unless `descriptor` is open and of a kind epoll can watch: `fstat`.
+    static func validateWatchable(_ descriptor: Int32) throws(LoopError) {
+        let type = rlk_descriptor_type(descriptor)
+        if type < 0 {
+            throw LoopError("descriptor \(descriptor) cannot be watched: it is not open (\(errnoName(-type)))")
+        }
+        // S_IFREG and S_IFDIR: the constants import ambiguously from Glibc and the shim.
+        if type == 0o100000 || type == 0o040000 {
+            let kind = type == 0o100000 ? "regular file" : "directory"
+            throw LoopError("descriptor \(descriptor) cannot be watched: it is a \(kind), which is always ready")
+        }
+    }
+
+    static func closeDescriptor(_ descriptor: Int32) {
+        close(descriptor)
+    }
+
+    private static func errnoName(_ code: Int32) -> String {
+        switch code {
+        case EBADF: "EBADF"
+        case EPERM: "EPERM"
+        case ENOENT: "ENOENT"
+        case EEXIST: "EEXIST"
+        default: "errno \(code)"
+        }
+    }
+
+    /// Watches `source` for `events` (`event_new` + `event_add`, or `event_del` + `event_assign` +
+    /// `event_add` when they change); nil or empty stops watching (`event_del`). A source no longer
+    /// valid is dropped (`event_free`). If libevent refuses the descriptor, the source fails with
+    /// a `LoopError` naming it.
+    func watch(_ source: LoopDescriptorSource, _ events: LoopDescriptorSource.Events?) {
+        let id = ObjectIdentifier(source)
+        var flags: Int32 = 0
+        if let events {
+            if events.contains(.readable) { flags |= Int32(EV_READ) }
+            if events.contains(.writable) { flags |= Int32(EV_WRITE) }
+        }
+        guard flags != 0 else {
+            if let registration = registrations[id] {
+                if registration.flags != 0 {
+                    event_del(registration.event)
+                    registration.flags = 0
+                }
+                if events == nil {
+                    registrations[id] = nil
+                    release(registration)
+                }
+            } else if events == nil {
+                source.closeOwnedDescriptor()
+            }
+            return
+        }
+        let registration: Registration
+        if let existing = registrations[id] {
+            guard existing.flags != flags else { return }
+            registration = existing
+            if registration.flags != 0 { event_del(registration.event) }
+        } else {
+            registration = Registration(source: source, backend: self)
+            registrations[id] = registration
+        }
+        let context = Unmanaged.passUnretained(registration).toOpaque()
+        let persistent = flags | Int32(EV_PERSIST)
+        var code: Int32
+        if let event = registration.event {
+            code = rlk_event_assign(
+                event, base, source.fileDescriptor, persistent, LibeventBackend.onDescriptor, context)
+        } else {
+            registration.event = rlk_event_new(
+                base, source.fileDescriptor, persistent, LibeventBackend.onDescriptor, context)
+            code = registration.event == nil ? -1 : 0
+        }
+        if code == 0 { code = event_add(registration.event, nil) }
+        guard code == 0 else {
+            let reason = errno
+            registration.flags = 0
+            registrations[id] = nil
+            release(registration)
+            source.fail(
+                LoopError(
+                    "descriptor \(source.fileDescriptor) cannot be watched: epoll refused it (\(LibeventBackend.errnoName(reason)))"
+                ))
+            return
+        }
+        registration.flags = flags
+    }
+
+    private func release(_ registration: Registration) {
+        if let event = registration.event {
+            event_free(event)  // also deletes it if pending
+            registration.event = nil
+        }
+        registration.source.closeOwnedDescriptor()
+    }
+
+    // MARK: Signals
+
+    /// Serialises attaching and detaching signal routes (the handler itself takes no lock).
+    private static let signalRoutes = Mutex(())
+
+    /// Creates an eventfd and routes `signal` to it (`sigaction` on the first route of a signal).
+    static func catchSignal(_ signal: Int32) -> (descriptor: Int32, slot: Int32) {
+        precondition(
+            signal > 0 && signal < RLK_SIGNAL_LIMIT && signal != SIGKILL && signal != SIGSTOP,
+            "RunLoopKit: signal \(signal) cannot be caught (SIGKILL, SIGSTOP and numbers outside 1...64 cannot)")
+        let descriptor = makeWakeDescriptor()
+        let slot = signalRoutes.withLock { _ in rlk_signal_attach(signal, descriptor) }
+        precondition(
+            slot != -1, "RunLoopKit: more than \(RLK_SIGNAL_SLOTS) live LoopSignalSources for signal \(signal)")
+        precondition(slot >= 0, "RunLoopKit: sigaction(\(signal)) failed (errno \(errno))")
+        return (descriptor, slot)
+    }
+
+    /// Unroutes a signal; on return no signal handler is writing to the route's eventfd.
+    static func releaseSignal(_ signal: Int32, slot: Int32) {
+        signalRoutes.withLock { _ in rlk_signal_detach(signal, slot) }
+    }
+
+    /// Reads an eventfd's counter; false if there was nothing to read.
+    static func drainEventDescriptor(_ descriptor: Int32) -> Bool {
+        var count: UInt64 = 0
+        return read(descriptor, &count, MemoryLayout<UInt64>.size) == MemoryLayout<UInt64>.size
+    }
+
     // MARK: Callbacks (record only)
+
+    private static let onDescriptor: event_callback_fn = { _, what, context in
+        let registration = Unmanaged<Registration>.fromOpaque(context!).takeUnretainedValue()
+        var fired: LoopDescriptorSource.Events = []
+        if Int32(what) & Int32(EV_READ) != 0 { fired.insert(.readable) }
+        if Int32(what) & Int32(EV_WRITE) != 0 { fired.insert(.writable) }
+        registration.backend.events.ready.append((registration.source, fired))
+        registration.backend.events.callbacks += 1
+    }
 
     private static let onWake: event_callback_fn = { descriptor, _, context in
         let backend = Unmanaged<LibeventBackend>.fromOpaque(context!).takeUnretainedValue()

@@ -1,0 +1,250 @@
+import Synchronization
+
+/// Readiness of a file descriptor or socket, served on the loop's thread in the modes that hold the
+/// source, straight from libevent (epoll) with no helper thread.
+///
+/// Level-triggered: while the descriptor stays readable (or writable, if asked for) the handler is
+/// called on every iteration, so read until `EAGAIN` or accept that the next iteration calls again.
+/// Enable `.writable` only while output is queued. A descriptor that becomes ready while none of its
+/// modes runs is neither lost nor spun on: it is taken off epoll until a mode holding it runs again.
+/// Readiness counts as a handled source. A source belongs to one loop.
+///
+/// Invalidate the source before closing its descriptor. The source never closes the descriptor.
+public final class LoopDescriptorSource: @unchecked Sendable {
+    /// What to wait for, and what was ready.
+    public struct Events: OptionSet, Sendable, Hashable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+        /// Data (or a connection, or end of file) can be read without blocking.
+        public static let readable = Events(rawValue: 1 << 0)
+        /// Data can be written without blocking.
+        public static let writable = Events(rawValue: 1 << 1)
+    }
+
+    /// The descriptor watched.
+    ///
+    /// Any thread.
+    public let fileDescriptor: Int32
+
+    struct State: @unchecked Sendable {  // the handler only ever runs on the loop thread
+        var isValid = true
+        var events: Events
+        var handler: ((LoopDescriptorSource, Events) -> Void)?
+        var error: LoopError?
+        var ownedDescriptorClosed = false
+        weak var loop: Loop?
+    }
+
+    let state: Mutex<State>
+    /// The modes of its loop the source is in; guarded by that loop's `state` lock.
+    var membership = Membership()
+    /// For sources the library creates over its own descriptors: closed once libevent has let go.
+    let closesDescriptor: Bool
+
+    /// Watches `fileDescriptor` for `events`.
+    ///
+    /// Any thread. Throws a `LoopError` naming the descriptor if it is not open (`fstat` fails) or
+    /// is a regular file or directory, which epoll cannot watch. The source does nothing until
+    /// added to a loop.
+    public convenience init(
+        fileDescriptor: Int32, events: Events,
+        _ handler: @escaping (LoopDescriptorSource, Events) -> Void
+    ) throws(LoopError) {
+        try LibeventBackend.validateWatchable(fileDescriptor)
+        self.init(unchecked: fileDescriptor, events: events, closesDescriptor: false, handler)
+    }
+
+    init(
+        unchecked fileDescriptor: Int32, events: Events, closesDescriptor: Bool,
+        _ handler: @escaping (LoopDescriptorSource, Events) -> Void
+    ) {
+        self.fileDescriptor = fileDescriptor
+        self.closesDescriptor = closesDescriptor
+        self.state = Mutex(State(events: events, handler: handler))
+    }
+
+    /// What the source waits for. Setting it takes effect before the loop next waits.
+    ///
+    /// Any thread. An empty set keeps the source in its modes without watching anything.
+    public var events: Events {
+        get { state.withLock { $0.events } }
+        set {
+            let loop: Loop? = state.withLock { state in
+                guard state.isValid, state.events != newValue else { return nil }
+                state.events = newValue
+                return state.loop
+            }
+            loop?.descriptorDidChange(self)
+        }
+    }
+
+    /// Whether the source is still in service.
+    ///
+    /// Any thread.
+    public var isValid: Bool { state.withLock { $0.isValid } }
+
+    /// Why the loop stopped watching the descriptor, if it had to: for example it was closed while
+    /// still registered. The source is then invalid.
+    ///
+    /// Any thread.
+    public var error: LoopError? { state.withLock { $0.error } }
+
+    /// Stops watching for good, removes the source from its loop and releases its handler.
+    ///
+    /// Any thread, including from inside its own handler. On the loop's thread the descriptor is
+    /// off epoll when this returns, so it may be closed right after.
+    public func invalidate() {
+        let loop: Loop? = state.withLock { state in
+            guard state.isValid else { return nil }
+            state.isValid = false
+            state.handler = nil
+            return state.loop
+        }
+        if let loop {
+            loop.removeEverywhere(.descriptor(self))
+            loop.descriptorDidChange(self)
+        } else {
+            closeOwnedDescriptor()
+        }
+    }
+
+    deinit {
+        // A library-owned descriptor the backend never took would otherwise leak.
+        closeOwnedDescriptor()
+    }
+
+    /// Closes a library-owned descriptor, once, after libevent has let go of it.
+    func closeOwnedDescriptor() {
+        guard closesDescriptor else { return }
+        let first = state.withLock { state in
+            defer { state.ownedDescriptorClosed = true }
+            return !state.ownedDescriptorClosed
+        }
+        if first { LibeventBackend.closeDescriptor(fileDescriptor) }
+    }
+
+    // MARK: Loop machinery
+
+    func bind(to loop: Loop) -> Bool {
+        state.withLock { state in
+            if let owner = state.loop {
+                precondition(
+                    owner === loop,
+                    "RunLoopKit: a LoopDescriptorSource belongs to one loop; it was added to a second loop. Create another source for that loop"
+                )
+            }
+            state.loop = loop
+            return state.isValid
+        }
+    }
+
+    /// What the backend should watch: nil once invalid.
+    var interest: Events? {
+        state.withLock { $0.isValid ? $0.events : nil }
+    }
+
+    /// The handler and the events asked for, if valid.
+    var callout: (handler: (LoopDescriptorSource, Events) -> Void, events: Events)? {
+        state.withLock { state in
+            guard state.isValid, let handler = state.handler else { return nil }
+            return (handler, state.events)
+        }
+    }
+
+    /// The backend could not watch the descriptor: the source becomes invalid with `error`.
+    func fail(_ error: LoopError) {
+        state.withLock { state in
+            guard state.isValid else { return }
+            state.error = error
+        }
+        invalidate()
+    }
+}
+
+extension Loop {
+    /// Adds a descriptor source to `mode` (`.common`: every common mode, now and later).
+    ///
+    /// Any thread. Adding it again to a mode it is in does nothing; an invalidated source is
+    /// ignored. A source belongs to one loop: adding it to a second loop is a programmer error.
+    public func add(_ source: LoopDescriptorSource, forMode mode: Mode) {
+        guard source.bind(to: self) else { return }
+        insert(.descriptor(source), forMode: mode)
+        descriptorDidChange(source)
+    }
+
+    /// Removes a descriptor source from `mode` without invalidating it.
+    ///
+    /// Any thread. Removing a source that is not there does nothing.
+    public func remove(_ source: LoopDescriptorSource, forMode mode: Mode) {
+        remove(.descriptor(source), forMode: mode)
+        descriptorDidChange(source)
+    }
+
+    /// Whether a descriptor source is in `mode` (`.common`: whether it was added to `.common`).
+    ///
+    /// Any thread.
+    public func contains(_ source: LoopDescriptorSource, inMode mode: Mode) -> Bool {
+        contains(.descriptor(source), inMode: mode)
+    }
+
+    /// Queues `source` for the loop thread to bring libevent in line with it; on the loop thread
+    /// that happens at once, so that a descriptor is off epoll before its owner closes it.
+    func descriptorDidChange(_ source: LoopDescriptorSource) {
+        state.withLock { $0.descriptorChanges.append(source) }
+        if isCurrentThread {
+            if let backend { applyDescriptorChanges(backend) }
+        } else {
+            wakeUp()
+        }
+    }
+
+    /// Loop thread only: registers the descriptors of `mode` if another mode's set is registered,
+    /// then applies queued changes. A descriptor of another mode that stays registered is removed
+    /// when it fires (see `serveDescriptors`).
+    func syncDescriptors(for mode: Mode, _ backend: LibeventBackend) {
+        if backend.registeredMode != mode {
+            let sources = state.withLock { Array($0.modes[mode]?.descriptors.values ?? [:].values) }
+            backend.registeredMode = mode
+            for source in sources {
+                backend.watch(source, source.interest)
+            }
+        }
+        applyDescriptorChanges(backend)
+    }
+
+    func applyDescriptorChanges(_ backend: LibeventBackend) {
+        let mode = backend.registeredMode
+        let changes: [(LoopDescriptorSource, Bool)] = state.withLock { state in
+            guard !state.descriptorChanges.isEmpty else { return [] }
+            defer { state.descriptorChanges.removeAll(keepingCapacity: true) }
+            return state.descriptorChanges.map { source in
+                (source, mode.map { source.membership.modes.contains($0) } ?? false)
+            }
+        }
+        for (source, inRegisteredMode) in changes {
+            // nil (invalid) drops the registration; [] only takes it off epoll.
+            let interest = source.interest
+            backend.watch(source, inRegisteredMode || interest == nil ? interest : [])
+        }
+    }
+
+    /// Step 2.5, after timers: calls the handlers of the ready descriptors of `mode`.
+    /// Returns whether any was handled.
+    func serveDescriptors(_ ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)], in mode: Mode) -> Bool {
+        var handled = false
+        for (source, fired) in ready {
+            guard state.withLock({ _ in source.membership.modes.contains(mode) }) else {
+                // Ready while none of its modes runs: off epoll until one does, so no spin.
+                backend?.watch(source, [])
+                continue
+            }
+            guard let (handler, wanted) = source.callout else { continue }
+            let events = fired.intersection(wanted)
+            guard !events.isEmpty else { continue }
+            handler(source, events)
+            handled = true
+        }
+        return handled
+    }
+}

@@ -1,0 +1,80 @@
+import Synchronization
+
+/// Delivers a POSIX signal (`SIGINT`, `SIGTERM`, `SIGHUP`, …) on a loop's thread.
+///
+/// From creation until `invalidate()`, the signal is caught process-wide: a `sigaction` handler
+/// that only writes to an eventfd (async-signal-safe) wherever the kernel delivers the signal — on
+/// any thread, including ones that know nothing of RunLoopKit — and the loop reads that eventfd
+/// like any descriptor. Several sources, on one loop or several, may watch the same signal; each
+/// gets it. Signals that arrive close together may be coalesced into one callout, as the kernel
+/// coalesces them. When the last source of a signal is invalidated, the previous action is
+/// restored. A source belongs to one loop; its handler runs on that loop's thread, in the modes
+/// that hold it, and counts as a handled source. This does not use libevent's `evsignal`.
+public final class LoopSignalSource: @unchecked Sendable {
+    /// The signal delivered.
+    ///
+    /// Any thread.
+    public let signal: Int32
+    let descriptorSource: LoopDescriptorSource
+    private let slot: Int32
+
+    /// Starts catching `signal` and delivering it to `handler` once the source is added to a loop.
+    ///
+    /// Any thread. `SIGKILL`, `SIGSTOP` and numbers outside 1…64 are programmer errors; so are more
+    /// than 16 live sources for one signal.
+    public init(signal: Int32, _ handler: @escaping (Int32) -> Void) {
+        self.signal = signal
+        let (descriptor, slot) = LibeventBackend.catchSignal(signal)
+        self.slot = slot
+        descriptorSource = LoopDescriptorSource(
+            unchecked: descriptor, events: .readable, closesDescriptor: true
+        ) { source, _ in
+            // Drain the eventfd first: a signal arriving during the handler calls it again.
+            guard LibeventBackend.drainEventDescriptor(source.fileDescriptor) else { return }
+            handler(signal)
+        }
+    }
+
+    deinit {
+        invalidate()
+    }
+
+    /// Whether the source is still catching its signal.
+    ///
+    /// Any thread.
+    public var isValid: Bool { descriptorSource.isValid }
+
+    /// Stops catching the signal through this source (restoring the previous action if it was the
+    /// last one), removes it from its loop and releases its handler.
+    ///
+    /// Any thread, including from inside its own handler.
+    public func invalidate() {
+        guard descriptorSource.isValid else { return }
+        // Unroute first, so no handler writes to the eventfd once the loop closes it.
+        LibeventBackend.releaseSignal(signal, slot: slot)
+        descriptorSource.invalidate()
+    }
+}
+
+extension Loop {
+    /// Adds a signal source to `mode` (`.common`: every common mode, now and later).
+    ///
+    /// Any thread. A source belongs to one loop: adding it to a second loop is a programmer error.
+    public func add(_ source: LoopSignalSource, forMode mode: Mode) {
+        add(source.descriptorSource, forMode: mode)
+    }
+
+    /// Removes a signal source from `mode`; signals that arrive meanwhile wait (coalesced).
+    ///
+    /// Any thread.
+    public func remove(_ source: LoopSignalSource, forMode mode: Mode) {
+        remove(source.descriptorSource, forMode: mode)
+    }
+
+    /// Whether a signal source is in `mode` (`.common`: whether it was added to `.common`).
+    ///
+    /// Any thread.
+    public func contains(_ source: LoopSignalSource, inMode mode: Mode) -> Bool {
+        contains(source.descriptorSource, inMode: mode)
+    }
+}
