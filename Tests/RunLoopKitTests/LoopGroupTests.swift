@@ -1,0 +1,43 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import RunLoopKit
+
+@Suite struct LoopGroupTests {
+    @Test func nextIsRoundRobinOverDistinctThreads() {
+        let group = LoopGroup(threads: 3, name: "group")
+        defer { group.shutdown() }
+        #expect(group.loops.count == 3)
+        #expect(Set(group.loops.map { ObjectIdentifier($0) }).count == 3)
+        let picked = (0..<6).map { _ in ObjectIdentifier(group.next()) }
+        #expect(picked[0..<3] == picked[3..<6])
+        #expect(Set(picked).count == 3)
+    }
+
+    /// Shutdown runs the blocks posted before it, then stops and joins every thread: nothing runs
+    /// on the group afterwards.
+    @Test func shutdownDrainsStopsAndJoins() {
+        let group = LoopGroup(threads: 4, name: "drain")
+        let ran = Atomic<Int>(0)
+        for _ in 0..<1_000 {
+            group.next().perform { ran.add(1, ordering: .relaxed) }
+        }
+        group.shutdown()
+        let before = ran.load(ordering: .relaxed)
+        #expect(before == 1_000)
+        for loop in group.loops {
+            loop.perform { ran.add(1, ordering: .relaxed) }
+            #expect(loop.currentMode == nil)
+        }
+        let after = ran.load(ordering: .relaxed)
+        #expect(after == 1_000)
+        group.shutdown()  // idempotent
+    }
+
+    @Test func zeroThreadsIsAProgrammerError() async {
+        await #expect(processExitsWith: .failure) {
+            _ = LoopGroup(threads: 0, name: "none")
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import RunLoopKit
+
+@Suite struct PortTests {
+    /// 4 threads × 5,000 messages: all delivered, none twice, each sender's in order, on the loop's
+    /// thread.
+    @Test func fourSendersLoseNothingAndKeepOrder() {
+        let senders = 4
+        let perSender = 5_000
+        let received = Recorder<(sender: Int, index: Int)>()
+        let onLoopThread = Atomic<Bool>(true)
+        onFreshThread {
+            let loop = Loop.current
+            let port = LoopPort<(sender: Int, index: Int)> { message in
+                if !loop.isCurrentThread { onLoopThread.store(false, ordering: .relaxed) }
+                received.append(message)
+                if received.count == senders * perSender { loop.stop() }
+            }
+            loop.add(port, forMode: .default)
+            for sender in 0..<senders {
+                Thread.detachNewThread {
+                    for index in 0..<perSender { port.send((sender, index)) }
+                }
+            }
+            #expect(loop.run(mode: .default, for: .seconds(20)) == .stopped)
+            port.invalidate()
+        }
+        let events = received.events
+        #expect(events.count == senders * perSender)
+        let allOnLoopThread = onLoopThread.load(ordering: .relaxed)
+        #expect(allOnLoopThread)
+        for sender in 0..<senders {
+            let indices = events.filter { $0.sender == sender }.map(\.index)
+            #expect(indices == Array(0..<perSender), "sender \(sender) out of order or incomplete")
+        }
+    }
+
+    /// The seeds' keep-alive pattern: a port with no traffic keeps `.default` alive.
+    @Test func idlePortKeepsItsModeAlive() {
+        let result = onFreshThread {
+            let loop = Loop.current
+            let port = LoopPort<Int> { _ in }
+            loop.add(port, forMode: .default)
+            return loop.run(mode: .default, for: .milliseconds(30))
+        }
+        #expect(result == .timedOut)
+    }
+
+    @Test func deliveryCountsAsHandledAndWaitsForItsMode() {
+        let received = Recorder<String>()
+        onFreshThread {
+            let loop = Loop.current
+            let port = LoopPort<String> { received.append($0) }
+            loop.add(port, forMode: .default)
+            loop.add(LoopSource {}, forMode: .tracking)
+            port.send("one")
+            // Not delivered in a mode that does not hold the port.
+            #expect(loop.run(mode: .tracking, for: .milliseconds(20)) == .timedOut)
+            #expect(received.events.isEmpty)
+            #expect(loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true) == .handledSource)
+            #expect(loop.contains(port, inMode: .default))
+            port.invalidate()
+            #expect(!port.isValid)
+            #expect(!loop.contains(port, inMode: .default))
+            port.send("dropped")
+        }
+        #expect(received.events == ["one"])
+    }
+
+    @Test func sendFromAnotherThreadWakesTheLoop() {
+        let elapsed = onFreshThread {
+            let loop = Loop.current
+            let port = LoopPort<Int> { _ in }
+            loop.add(port, forMode: .default)
+            let start = ContinuousClock.now
+            whenAsleep(loop) { port.send(1) }
+            #expect(loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true) == .handledSource)
+            return ContinuousClock.now - start
+        }
+        #expect(elapsed < .seconds(1))
+    }
+}
