@@ -25,6 +25,11 @@ let package = Package(
             name: "runloop-demo",
             dependencies: ["RunLoopKit"]
         ),
+        // Run by the tests as a child process: main-queue behaviour needs the real main thread.
+        .executableTarget(
+            name: "runloop-mainqueue-probe",
+            dependencies: ["RunLoopKit"]
+        ),
 
         // Benchmark: RunLoopKit side by side with Foundation's RunLoop and raw libevent in C.
         .target(
@@ -52,7 +57,7 @@ let package = Package(
 
         .testTarget(
             name: "RunLoopKitTests",
-            dependencies: ["RunLoopKit"]
+            dependencies: ["RunLoopKit", "runloop-mainqueue-probe"]
         ),
         .testTarget(
             name: "BenchTests",

@@ -139,6 +139,22 @@ static inline void rlk_signal_detach(int signo, int slot) {
     while (atomic_load(&rlk_signal_table()->handlers_running) > 0) sched_yield();
 }
 
+// MARK: The main dispatch queue
+//
+// libdispatch's hooks for a run loop that drains the main queue (what CoreFoundation uses): on
+// Linux the handle is an eventfd that libdispatch writes when the main queue has work.
+
+extern int _dispatch_get_main_queue_handle_4CF(void);
+extern void _dispatch_main_queue_callback_4CF(void *msg);
+
+static inline int rlk_main_queue_handle(void) {
+    return _dispatch_get_main_queue_handle_4CF();
+}
+
+static inline void rlk_main_queue_drain(void) {
+    _dispatch_main_queue_callback_4CF(NULL);
+}
+
 /// `fstat`'s file type bits for `fd`, or -errno.
 static inline int rlk_descriptor_type(int fd) {
     struct stat info;

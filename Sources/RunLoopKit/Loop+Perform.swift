@@ -9,10 +9,19 @@ import Synchronization
 // post that lands after the take sees the flag clear and writes again: no post is ever slept on.
 
 extension Loop {
-    /// A block queued by `perform`, with the modes it may run in.
+    /// Work queued by `perform` or by the executor, with the modes it may run in.
     struct Block {
+        enum Body {
+            case closure(@Sendable () -> Void)
+            /// A Swift concurrency job: queued as is, no closure allocated per job.
+            case job(UnownedJob)
+        }
+
         let modes: [Mode]
-        let body: @Sendable () -> Void
+        let body: Body
+
+        /// `[.common]`, shared so that queuing a job allocates no array.
+        static let commonOnly: [Mode] = [.common]
     }
 
     struct Inbox {
@@ -32,10 +41,15 @@ extension Loop {
     public func perform(inModes modes: [Mode] = [.common], _ block: @escaping @Sendable () -> Void) {
         precondition(
             !modes.isEmpty, "RunLoopKit: perform(inModes:) needs at least one mode, or the block could never run")
+        post(Block(modes: modes, body: .closure(block)))
+    }
+
+    /// Appends to the inbox and wakes the loop once (see the top of this file). Any thread.
+    func post(_ block: Block) {
         let foreign = !isCurrentThread
         inbox.withLock { inbox in
             guard !inbox.closed else { return }
-            inbox.blocks.append(Block(modes: modes, body: block))
+            inbox.blocks.append(block)
             // The loop's own thread checks its inbox before sleeping; only other threads must wake it.
             if foreign { Loop.signalWakeDescriptor(&inbox, wakeDescriptor) }
         }
@@ -121,7 +135,11 @@ extension Loop {
         // Set before running: a nested run inside a block must see only what is still pending.
         pendingBlocks = waiting
         for block in runnable {
-            block.body()
+            switch block.body {
+            case .closure(let body): body()
+            case .job(let job):
+                job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+            }
         }
         return !runnable.isEmpty
     }

@@ -136,6 +136,8 @@ extension Loop {
         if !events.ready.isEmpty, serveDescriptors(events.ready, in: mode) {
             handledSource = true
         }
+        if events.mainQueueReady { mainQueuePending = true }
+        if drainMainQueue(in: mode) { handledSource = true }
 
         // 2.6 Blocks again.
         runBlocks(in: mode)
@@ -156,6 +158,7 @@ extension Loop {
         let now = ContinuousClock.now
         if frame.stopped.load(ordering: .acquiring) || sourceSignalled.load(ordering: .acquiring) { return true }
         if deadline.hasPassed(now) || hasBlocks(for: mode) { return true }
+        if mainQueuePending && mayDrainMainQueue(in: mode) { return true }
         guard let due = nextFireDate(in: mode) else {
             return !state.withLock { $0.modes[mode]?.hasSourcesOrTimers ?? false }
         }
@@ -165,6 +168,8 @@ extension Loop {
     /// Whether `mode` has nothing to serve: no sources, timers or blocks that may run in it.
     func isFinished(_ mode: Mode) -> Bool {
         if mode == .common { return true }
+        // The main loop serves the main dispatch queue in every common mode: never empty there.
+        if isMainLoop && state.withLock({ $0.commonModes.contains(mode) }) { return false }
         if state.withLock({ $0.modes[mode]?.hasSourcesOrTimers ?? false }) { return false }
         return !hasBlocks(for: mode)
     }
@@ -173,6 +178,10 @@ extension Loop {
         if let backend { return backend }
         do {
             let backend = try LibeventBackend(wakeDescriptor: wakeDescriptor)
+            if isMainLoop {
+                try backend.watchMainQueue()
+                mainQueuePending = true  // work queued before the handle existed
+            }
             self.backend = backend
             return backend
         } catch {
@@ -184,6 +193,24 @@ extension Loop {
         guard let a else { return b }
         guard let b else { return a }
         return min(a, b)
+    }
+
+    // MARK: The main dispatch queue
+
+    /// Main loop only: in a common mode and not already inside a drain.
+    private func mayDrainMainQueue(in mode: Mode) -> Bool {
+        isMainLoop && !drainingMainQueue && state.withLock { $0.commonModes.contains(mode) }
+    }
+
+    /// Drains `DispatchQueue.main` (and so `@MainActor` jobs) if it signalled work and `mode` may
+    /// serve it, as CoreFoundation does. Returns whether it ran.
+    private func drainMainQueue(in mode: Mode) -> Bool {
+        guard mainQueuePending, mayDrainMainQueue(in: mode) else { return false }
+        mainQueuePending = false
+        drainingMainQueue = true
+        LibeventBackend.drainMainQueue()
+        drainingMainQueue = false
+        return true
     }
 
     // MARK: Observers

@@ -28,6 +28,10 @@ public final class Loop: @unchecked Sendable {
     var backend: LibeventBackend?
     /// Blocks moved out of the inbox that wait for a mode that is not running.
     var pendingBlocks: [Block] = []
+    /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
+    var mainQueuePending = false
+    /// Main loop: inside `_dispatch_main_queue_callback_4CF`, which must not be re-entered.
+    var drainingMainQueue = false
 
     private init(isMainLoop: Bool) {
         self.isMainLoop = isMainLoop

@@ -21,6 +21,8 @@ struct BackendEvents {
     var timerExpired = false
     /// Number of libevent callbacks that ran.
     var callbacks = 0
+    /// libdispatch signalled that the main queue has work (its eventfd was read).
+    var mainQueueReady = false
     /// Descriptor sources that were ready, with what was ready.
     var ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)] = []
 
@@ -31,6 +33,7 @@ final class LibeventBackend {
     private let base: OpaquePointer
     private var wakeEvent: OpaquePointer?
     private var timerEvent: OpaquePointer?
+    private var mainQueueEvent: OpaquePointer?
     private let wakeDescriptor: Int32
     private let timerDescriptor: Int32
     /// The instant the timerfd is armed for, or nil when disarmed.
@@ -103,6 +106,7 @@ final class LibeventBackend {
         for registration in registrations.values {
             release(registration)
         }
+        if let mainQueueEvent { event_free(mainQueueEvent) }
         if let wakeEvent { event_free(wakeEvent) }
         if let timerEvent { event_free(timerEvent) }
         event_base_free(base)
@@ -251,6 +255,34 @@ final class LibeventBackend {
             registration.event = nil
         }
         registration.source.closeOwnedDescriptor()
+    }
+
+    // MARK: The main dispatch queue
+
+    /// Watches libdispatch's main-queue eventfd (`_dispatch_get_main_queue_handle_4CF`), as
+    /// CoreFoundation does. Main loop, main thread only.
+    func watchMainQueue() throws(LoopError) {
+        guard mainQueueEvent == nil else { return }
+        let handle = rlk_main_queue_handle()
+        guard handle >= 0 else { throw LoopError.backend("libdispatch gave no main-queue handle") }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        mainQueueEvent = rlk_event_new(base, handle, Int32(EV_READ | EV_PERSIST), LibeventBackend.onMainQueue, context)
+        try checkError(mainQueueEvent == nil ? -1 : event_add(mainQueueEvent, nil), "event_add(main queue)")
+    }
+
+    /// Runs the blocks queued on the main dispatch queue (`_dispatch_main_queue_callback_4CF`);
+    /// libdispatch writes its eventfd again if it left some for later.
+    static func drainMainQueue() {
+        rlk_main_queue_drain()
+    }
+
+    private static let onMainQueue: event_callback_fn = { descriptor, _, context in
+        let backend = Unmanaged<LibeventBackend>.fromOpaque(context!).takeUnretainedValue()
+        // Read back, or the level-triggered descriptor stays ready and the loop spins.
+        var count: UInt64 = 0
+        _ = read(descriptor, &count, MemoryLayout<UInt64>.size)
+        backend.events.mainQueueReady = true
+        backend.events.callbacks += 1
     }
 
     // MARK: Signals
