@@ -5,6 +5,7 @@ let package = Package(
     name: "RunLoopKit",
     products: [
         .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
+        .library(name: "RunLoopKitMainExecutor", targets: ["RunLoopKitMainExecutor"]),
         .executable(name: "runloop-demo", targets: ["runloop-demo"]),
         .executable(name: "runloop-bench", targets: ["runloop-bench"]),
         .executable(name: "runloop-httpd", targets: ["runloop-httpd"]),
@@ -21,6 +22,11 @@ let package = Package(
             name: "RunLoopKit",
             dependencies: ["CLibevent"]
         ),
+        // Opt-in: Loop.main as the program's main executor (Swift 6.3's experimental hooks).
+        .target(
+            name: "RunLoopKitMainExecutor",
+            dependencies: ["RunLoopKit"]
+        ),
         .executableTarget(
             name: "runloop-demo",
             dependencies: ["RunLoopKit"]
@@ -28,7 +34,7 @@ let package = Package(
         // Run by the tests as a child process: main-queue behaviour needs the real main thread.
         .executableTarget(
             name: "runloop-mainqueue-probe",
-            dependencies: ["RunLoopKit"]
+            dependencies: ["RunLoopKit", "RunLoopKitMainExecutor"]
         ),
 
         // Benchmark: RunLoopKit side by side with Foundation's RunLoop and raw libevent in C.
@@ -48,7 +54,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "runloop-httpd",
-            dependencies: ["RunLoopKit", "HTTPCore"]
+            dependencies: ["RunLoopKit", "HTTPCore"],
+            exclude: ["README.md"]
         ),
         .executableTarget(
             name: "raw-httpd",

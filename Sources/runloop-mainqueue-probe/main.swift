@@ -3,6 +3,7 @@
 import Dispatch
 import Glibc
 import RunLoopKit
+import RunLoopKitMainExecutor
 import Synchronization
 
 @inline(never)
@@ -12,6 +13,21 @@ func report(_ line: String) {
 }
 
 let loop = Loop.main
+
+if CommandLine.arguments.dropFirst().first == "--main-executor" {
+    // Loop.main as the main executor: @MainActor jobs are queued on the loop itself.
+    LoopMainExecutor.install()
+    Task { @MainActor in
+        report(
+            "main executor job on main loop: \(Loop.current === Loop.main) mode: \(Loop.main.currentMode?.name ?? "none")"
+        )
+        Loop.main.stop()
+    }
+    loop.run()
+    report("main executor run returned")
+    exit(0)
+}
+
 report("current is main: \(Loop.current === loop)")
 
 // 1. A common mode (here .default) drains DispatchQueue.main.

@@ -4,7 +4,7 @@ import Testing
 /// `Loop.main` draining `DispatchQueue.main` needs the real main thread, so the checks run in a
 /// child process (`runloop-mainqueue-probe`) and its output is read here.
 @Suite struct MainQueueTests {
-    static func probeOutput() throws -> (lines: [String], status: Int32) {
+    static func probeOutput(_ arguments: [String] = []) throws -> (lines: [String], status: Int32) {
         let binary = URL(fileURLWithPath: CommandLine.arguments[0])
             .deletingLastPathComponent()
             .appendingPathComponent("runloop-mainqueue-probe")
@@ -17,6 +17,7 @@ import Testing
         }
         let process = Process()
         process.executableURL = executable
+        process.arguments = arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
@@ -29,6 +30,12 @@ import Testing
     struct ProbeMissing: Error, CustomStringConvertible {
         let searched: [String]
         var description: String { "runloop-mainqueue-probe not found at \(searched)" }
+    }
+
+    @Test func loopMainAsTheMainExecutorRunsMainActorJobs() throws {
+        let (lines, status) = try Self.probeOutput(["--main-executor"])
+        #expect(status == 0)
+        #expect(lines == ["main executor job on main loop: true mode: default", "main executor run returned"])
     }
 
     @Test func mainLoopDrainsTheMainQueueInCommonModesOnly() throws {
