@@ -8,6 +8,7 @@
 //   5. a background `LoopThread` receiving work from the main thread with `perform`
 //   6. `stop()` from another thread makes `run()` return
 
+import Dispatch
 import Glibc
 import RunLoopKit
 
@@ -153,14 +154,17 @@ func idle() {
     var wakeUps = 0
     let wakeObserver = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }
     loop.add(wakeObserver, forMode: .default)
-    let timer = LoopTimer(after: .seconds(1)) { _ in say("  the timer fires after a second of sleep") }
+    let timer = LoopTimer(after: .seconds(1)) { _ in
+        say("  the timer fires after a second of sleep, and stops the run")
+        loop.stop()
+    }
     loop.add(timer, forMode: .default)
 
     say("run(mode: .default, for: 2 s) with a single one-shot timer due in 1 s")
     let cpuBefore = threadCPUMilliseconds()
     let result = loop.run(mode: .default, for: .seconds(2))
     let cpu = threadCPUMilliseconds() - cpuBefore
-    say("run returned \(resultName(result)) (its only timer is gone); the thread woke \(wakeUps) time(s)")
+    say("run returned \(resultName(result)); the thread woke \(wakeUps) time(s)")
     let cpuText = cpu < 1 ? "under 1 ms" : "\(Int(cpu.rounded())) ms"
     say("CPU used by this thread during the run: \(cpuText)")
     wakeObserver.invalidate()
@@ -240,13 +244,14 @@ func tolerance() {
     }
     let late = LoopTimer(after: .milliseconds(70)) { _ in
         fired.append("B (due 70 ms, no tolerance) at \(elapsed()) ms")
+        loop.stop()
     }
     loop.add(early, forMode: .default)
     loop.add(late, forMode: .default)
 
     let result = loop.run(mode: .default, for: .milliseconds(200))
     for line in fired { say("  timer \(line)") }
-    say("the loop woke \(wakeUps) time(s); run returned \(resultName(result)) (one-shot timers invalidate themselves)")
+    say("the loop woke \(wakeUps) time(s) for both; run returned \(resultName(result))")
     wakeObserver.invalidate()
 }
 
@@ -346,6 +351,34 @@ func stopFromAnotherThread() {
     stopper.stop()
 }
 
+// MARK: - 7. Dispatch and the main actor
+
+/// `DispatchQueue.main` and `@MainActor` work run on `Loop.main`, in common modes only.
+func mainQueue() {
+    section("7. DispatchQueue.main and @MainActor run on Loop.main")
+    let loop = Loop.main
+    let custom = Loop.Mode("custom")
+    let keepCustom = LoopSource {}
+    loop.add(keepCustom, forMode: custom)
+
+    DispatchQueue.main.async {
+        say("  DispatchQueue.main.async block runs on the main loop in .\(Loop.main.currentMode?.name ?? "?")")
+    }
+    say("run(mode: custom, for: 200 ms): a custom mode outside the common set leaves the main queue waiting")
+    let inCustom = loop.run(mode: custom, for: .milliseconds(200))
+    say("run returned \(resultName(inCustom)); the block has not run")
+    say("run(mode: .default, …): a common mode drains it")
+    loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true)
+
+    Task { @MainActor in
+        say("  @MainActor task runs on the main loop (Loop.current === Loop.main: \(Loop.current === Loop.main))")
+        Loop.main.stop()
+    }
+    let result = loop.run(mode: .default, for: .seconds(2))
+    say("run returned \(resultName(result)): the task stopped it")
+    keepCustom.invalidate()
+}
+
 // MARK: - Main
 
 _ = Clock.start
@@ -356,5 +389,6 @@ modes()
 tolerance()
 backgroundThread()
 stopFromAnotherThread()
+mainQueue()
 emit("")
 say("done")
