@@ -19,6 +19,8 @@ extension Loop {
 
         let modes: [Mode]
         let body: Body
+        /// When it was posted, while an instrument measures queue delay; 0 otherwise.
+        var postedAt: Ticks = 0
 
         /// `[.common]`, shared so that queuing a job allocates no array.
         static let commonOnly: [Mode] = [.common]
@@ -46,6 +48,8 @@ extension Loop {
 
     /// Appends to the inbox and wakes the loop once (see the top of this file). Any thread.
     func post(_ block: Block) {
+        var block = block
+        if stampsPostedWork { block.postedAt = TickClock.now }
         let foreign = !isCurrentThread
         inbox.withLock { inbox in
             guard !inbox.closed else { return }
@@ -136,9 +140,12 @@ extension Loop {
         pendingBlocks = waiting
         for block in runnable {
             switch block.body {
-            case .closure(let body): body()
+            case .closure(let body):
+                callOut(.block, postedAt: block.postedAt, body)
             case .job(let job):
-                job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+                callOut(.job, postedAt: block.postedAt) {
+                    job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+                }
             }
         }
         return !runnable.isEmpty

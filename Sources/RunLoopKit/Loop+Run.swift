@@ -81,6 +81,7 @@ extension Loop {
         // 1. A missing or empty mode (observers do not count) returns at once, with no callouts.
         guard mode != .common, !isFinished(mode) else { return .finished }
         let backend = ensureBackend()
+        refreshInstruments()
         let frame = RunFrame(mode: mode)
         state.withLock { $0.runStack.append(frame) }
         // Sources signalled while another mode ran may be in this one: scan them once.
@@ -105,6 +106,9 @@ extension Loop {
         _ mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: LibeventBackend,
         _ returnAfterSourceHandled: Bool
     ) -> RunResult? {
+        refreshInstruments()
+        instrumentIteration(mode)
+
         // 2.1 beforeTimers, beforeSources.
         notify(.beforeTimers, in: mode)
         notify(.beforeSources, in: mode)
@@ -124,7 +128,9 @@ extension Loop {
                 syncDescriptors(for: mode, backend)
                 let wake = earliest(nextTimerWake(in: mode), deadline.instant)
                 waiting.store(true, ordering: .releasing)
+                instrumentWait(true)
                 events = backend.wait(until: wake)
+                instrumentWait(false)
                 waiting.store(false, ordering: .releasing)
             }
             notify(.afterWaiting, in: mode)
@@ -208,7 +214,7 @@ extension Loop {
         guard mainQueuePending, mayDrainMainQueue(in: mode) else { return false }
         mainQueuePending = false
         drainingMainQueue = true
-        LibeventBackend.drainMainQueue()
+        callOut(.mainQueue) { LibeventBackend.drainMainQueue() }
         drainingMainQueue = false
         return true
     }
@@ -217,12 +223,13 @@ extension Loop {
 
     /// Calls the observers of `mode` that watch `activity`, in order.
     func notify(_ activity: Activity, in mode: Mode) {
+        instrumentPhase(activity, mode)
         let observers: [LoopObserver] = state.withLock { state in
             guard let items = state.modes[mode], items.observerMask.contains(activity) else { return [] }
             return items.observers.filter { $0.activities.contains(activity) }
         }
         for observer in observers {
-            observer.callOut(activity)
+            callOut(.observer) { observer.callOut(activity) }
         }
     }
 
@@ -242,7 +249,7 @@ extension Loop {
         for (source, _) in signalled {
             // Unsignalled just before the callout: a signal during it runs the source again.
             guard let perform = source.takeSignal() else { continue }
-            perform()
+            callOut(.source, perform)
             handled = true
         }
         return handled
@@ -276,8 +283,9 @@ extension Loop {
         }
         for (timer, generation) in due {
             guard let (handler, claimed) = timer.claim(generation: generation) else { continue }
-            handler(timer)
-            if timer.didFire(claimed: claimed, now: .now) {
+            let calledAt = ContinuousClock.now
+            callOut(.timer) { handler(timer) }
+            if timer.didFire(claimed: claimed, calledAt: calledAt, now: .now) {
                 timerDidReschedule(timer)
             }
         }

@@ -17,6 +17,13 @@ public final class Loop: @unchecked Sendable {
     /// Set by `LoopSource.signal()` so the loop scans its sources only when one was signalled.
     let sourceSignalled = Atomic<Bool>(false)
     let waiting = Atomic<Bool>(false)
+    /// Instruments attached from any thread; the loop thread copies them into `instruments`.
+    let instrumentRegistry = Mutex<[any LoopInstrument]>([])
+    let instrumentsChanged = Atomic<Bool>(false)
+    /// Whether any instrument is attached: posted work is then stamped with its posting time.
+    let instrumentsAttached = Atomic<Bool>(false)
+    /// The recorder behind `metrics`, while `collectsMetrics` is on.
+    let metricsRecorder = Mutex<MetricsRecorder?>(nil)
     /// The eventfd other threads write to end a sleep; registered with libevent by the backend.
     let wakeDescriptor: Int32
     /// True for `Loop.main`, bound to the process's main thread.
@@ -28,6 +35,8 @@ public final class Loop: @unchecked Sendable {
     var backend: LibeventBackend?
     /// Blocks moved out of the inbox that wait for a mode that is not running.
     var pendingBlocks: [Block] = []
+    /// The attached instruments, nil when none (loop thread; refreshed from `instrumentRegistry`).
+    var instruments: [any LoopInstrument]?
     /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
     var mainQueuePending = false
     /// Main loop: inside `_dispatch_main_queue_callback_4CF`, which must not be re-entered.

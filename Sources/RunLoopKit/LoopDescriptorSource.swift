@@ -242,7 +242,7 @@ extension Loop {
             guard let (handler, wanted) = source.callout else { continue }
             let events = fired.intersection(wanted)
             guard !events.isEmpty else { continue }
-            handler(source, events)
+            callOut(.descriptor) { handler(source, events) }
             handled = true
         }
         return handled

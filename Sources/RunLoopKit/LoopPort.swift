@@ -9,17 +9,20 @@ import Synchronization
 public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// Messages sent and not yet delivered.
     private final class Mailbox: Sendable {
-        let messages = Mutex<[Message]>([])
+        /// Each message with its posting time (ticks) while an instrument listens, else 0.
+        let messages = Mutex<[(Message, Ticks)]>([])
         let isOpen = Atomic<Bool>(true)
 
         /// Delivers the messages queued so far, in order; ones sent meanwhile signal the next pass.
         func deliver(_ handler: (Message) -> Void) {
-            let batch: [Message] = messages.withLock { messages in
+            let batch: [(Message, Ticks)] = messages.withLock { messages in
                 defer { messages.removeAll(keepingCapacity: true) }
                 return messages
             }
-            for message in batch {
+            let loop = Loop.current
+            for (message, postedAt) in batch {
                 guard isOpen.load(ordering: .acquiring) else { return }
+                loop.instrumentDequeue(.source, postedAt: postedAt)
                 handler(message)
             }
         }
@@ -43,7 +46,8 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// sent after `invalidate()` are dropped.
     public func send(_ message: Message) {
         guard mailbox.isOpen.load(ordering: .acquiring) else { return }
-        mailbox.messages.withLock { $0.append(message) }
+        let postedAt = source.owner?.stampsPostedWork == true ? TickClock.now : 0
+        mailbox.messages.withLock { $0.append((message, postedAt)) }
         source.signal()
     }
 

@@ -70,6 +70,9 @@ public final class LoopSource: @unchecked Sendable {
 
     // MARK: Loop machinery
 
+    /// The loop the source was added to, if any.
+    var owner: Loop? { state.withLock { $0.loop } }
+
     /// Whether it is signalled, and since when; nil if not.
     var pendingSignal: UInt64? {
         state.withLock { $0.isValid && $0.isSignalled ? $0.signalSequence : nil }

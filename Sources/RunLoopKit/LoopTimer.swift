@@ -13,9 +13,22 @@ public final class LoopTimer: @unchecked Sendable {
     /// Any thread.
     public let interval: Duration?
 
+    /// What a repeating timer does about fires it missed because the loop was busy or running a
+    /// mode without it.
+    public enum MissedFirePolicy: Sendable, Hashable {
+        /// One callout for all the missed fires, then the original phase: the next fire is the
+        /// first `start + k × interval` after now (CFRunLoop's behaviour; the default).
+        case keepPhase
+        /// One callout per missed fire, on successive iterations, until the timer has caught up.
+        case burst
+        /// One callout, and the next fire is `interval` after that late callout (the phase moves).
+        case delay
+    }
+
     struct State: @unchecked Sendable {  // the handler only ever runs on the loop thread
         var fireDate: ContinuousClock.Instant
         var tolerance: Duration
+        var missedFirePolicy: MissedFirePolicy = .keepPhase
         /// Bumped whenever the schedule changes; heap entries of older generations are stale.
         var generation: UInt64 = 0
         var isValid = true
@@ -41,10 +54,14 @@ public final class LoopTimer: @unchecked Sendable {
     /// negative `tolerance` counts as zero. The timer does nothing until added to a loop.
     public init(
         fireAt: ContinuousClock.Instant, interval: Duration? = nil, tolerance: Duration = .zero,
+        missedFirePolicy: MissedFirePolicy = .keepPhase,
         _ handler: @escaping (LoopTimer) -> Void
     ) {
         self.interval = interval.flatMap { $0 > .zero ? $0 : nil }
-        self.state = Mutex(State(fireDate: fireAt, tolerance: max(tolerance, .zero), handler: handler))
+        self.state = Mutex(
+            State(
+                fireDate: fireAt, tolerance: max(tolerance, .zero), missedFirePolicy: missedFirePolicy,
+                handler: handler))
     }
 
     /// Creates a timer that fires `delay` from now, then every `interval` if one is given.
@@ -52,11 +69,21 @@ public final class LoopTimer: @unchecked Sendable {
     /// Any thread. A negative `delay` means now.
     public convenience init(
         after delay: Duration, repeating interval: Duration? = nil, tolerance: Duration = .zero,
+        missedFirePolicy: MissedFirePolicy = .keepPhase,
         _ handler: @escaping (LoopTimer) -> Void
     ) {
         self.init(
             fireAt: ContinuousClock.now.advanced(bySaturating: delay), interval: interval, tolerance: tolerance,
-            handler)
+            missedFirePolicy: missedFirePolicy, handler)
+    }
+
+    /// What the timer does about missed fires (see `MissedFirePolicy`). Takes effect from the next
+    /// callout.
+    ///
+    /// Any thread.
+    public var missedFirePolicy: MissedFirePolicy {
+        get { state.withLock { $0.missedFirePolicy } }
+        set { state.withLock { $0.missedFirePolicy = newValue } }
     }
 
     /// When the timer fires next. Setting it re-arms the timer (a no-op once invalidated).
@@ -152,7 +179,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// After a callout: a one-shot timer is invalidated; a repeating one moves to its next fire
     /// date in phase, unless the handler re-armed or invalidated it. Returns true if the loop must
     /// push the new schedule into its heaps.
-    func didFire(claimed generation: UInt64, now: ContinuousClock.Instant) -> Bool {
+    func didFire(claimed generation: UInt64, calledAt: ContinuousClock.Instant, now: ContinuousClock.Instant) -> Bool {
         guard let interval else {
             let stillClaimed = state.withLock { $0.generation == generation }
             if stillClaimed { invalidate() }
@@ -160,7 +187,14 @@ public final class LoopTimer: @unchecked Sendable {
         }
         return state.withLock { state in
             guard state.isValid, state.generation == generation else { return false }
-            state.fireDate = LoopTimer.nextFireDate(after: state.fireDate, interval: interval, now: now)
+            switch state.missedFirePolicy {
+            case .keepPhase:
+                state.fireDate = LoopTimer.nextFireDate(after: state.fireDate, interval: interval, now: now)
+            case .burst:
+                state.fireDate = state.fireDate.advanced(bySaturating: interval)
+            case .delay:
+                state.fireDate = max(state.fireDate, calledAt).advanced(bySaturating: interval)
+            }
             state.generation &+= 1
             return true
         }
