@@ -11,19 +11,19 @@ public final class Loop: @unchecked Sendable {
     // MARK: Thread-safe state
 
     /// Mode tables, the common set, and the run stack, shared with other threads.
-    let state = Mutex(State())
+    let state = Locked(State())
     /// Blocks posted from any thread plus the coalesced wake-up flag (see `Loop+Perform.swift`).
-    let inbox = Mutex(Inbox())
+    let inbox = Locked(Inbox())
     /// Set by `LoopSource.signal()` so the loop scans its sources only when one was signalled.
     let sourceSignalled = Atomic<Bool>(false)
     let waiting = Atomic<Bool>(false)
     /// Instruments attached from any thread; the loop thread copies them into `instruments`.
-    let instrumentRegistry = Mutex<[any LoopInstrument]>([])
+    let instrumentRegistry = Locked<[any LoopInstrument]>([])
     let instrumentsChanged = Atomic<Bool>(false)
     /// Whether any instrument is attached: posted work is then stamped with its posting time.
     let instrumentsAttached = Atomic<Bool>(false)
     /// The recorder behind `metrics`, while `collectsMetrics` is on.
-    let metricsRecorder = Mutex<MetricsRecorder?>(nil)
+    let metricsRecorder = Locked<MetricsRecorder?>(nil)
     /// The eventfd other threads write to end a sleep; registered with libevent by the backend.
     let wakeDescriptor: Int32
     /// True for `Loop.main`, bound to the process's main thread.

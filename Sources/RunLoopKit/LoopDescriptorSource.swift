@@ -36,7 +36,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         weak var loop: Loop?
     }
 
-    let state: Mutex<State>
+    let state: Locked<State>
     /// The modes of its loop the source is in; guarded by that loop's `state` lock.
     var membership = Membership()
     /// For sources the library creates over its own descriptors: closed once libevent has let go.
@@ -61,7 +61,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     ) {
         self.fileDescriptor = fileDescriptor
         self.closesDescriptor = closesDescriptor
-        self.state = Mutex(State(events: events, handler: handler))
+        self.state = Locked(State(events: events, handler: handler))
     }
 
     /// What the source waits for. Setting it takes effect before the loop next waits.

@@ -49,7 +49,7 @@ final class MetricsRecorder: LoopInstrument, @unchecked Sendable {
         var delays: InlineArray<40, UInt64> = .init(repeating: 0)
     }
 
-    private let counters = Mutex(Counters())
+    private let counters = Locked(Counters())
     // Loop thread only: where the current busy or waiting stretch began (ticks; 0 = none).
     private var busySince: Ticks = 0
     private var waitSince: Ticks = 0

@@ -26,7 +26,7 @@ public final class LoopObserver: @unchecked Sendable {
         weak var loop: Loop?
     }
 
-    let state: Mutex<State>
+    let state: Locked<State>
     /// The modes of its loop the observer is in; guarded by that loop's `state` lock.
     var membership = Membership()
     /// Insertion sequence for tie-breaks; guarded by the owning loop's `state` lock.
@@ -44,7 +44,7 @@ public final class LoopObserver: @unchecked Sendable {
         self.activities = activities
         self.repeats = repeats
         self.order = order
-        self.state = Mutex(State(handler: handler))
+        self.state = Locked(State(handler: handler))
     }
 
     /// Whether the observer will still be called.

@@ -10,7 +10,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// Messages sent and not yet delivered.
     private final class Mailbox: Sendable {
         /// Each message with its posting time (ticks) while an instrument listens, else 0.
-        let messages = Mutex<[(Message, Ticks)]>([])
+        let messages = Locked<[(Message, Ticks)]>([])
         let isOpen = Atomic<Bool>(true)
 
         /// Delivers the messages queued so far, in order; ones sent meanwhile signal the next pass.

@@ -21,7 +21,7 @@ public final class LoopSource: @unchecked Sendable {
         weak var loop: Loop?
     }
 
-    let state: Mutex<State>
+    let state: Locked<State>
     /// The modes of its loop the source is in; guarded by that loop's `state` lock.
     var membership = Membership()
     private static let signalClock = Atomic<UInt64>(0)
@@ -31,7 +31,7 @@ public final class LoopSource: @unchecked Sendable {
     /// Any thread. The source does nothing until added to a loop.
     public init(order: Int = 0, _ perform: @escaping () -> Void) {
         self.order = order
-        self.state = Mutex(State(perform: perform))
+        self.state = Locked(State(perform: perform))
     }
 
     /// Marks the source as ready and wakes its loop.

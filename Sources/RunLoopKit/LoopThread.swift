@@ -19,15 +19,15 @@ public final class LoopThread: @unchecked Sendable {
     public let name: String
 
     private let control: Control
-    private let joined = Mutex(false)
+    private let joined = Locked(false)
 
     /// What the thread and its owner share.
     private final class Control: Sendable {
         let name: String
         let stopRequested = Atomic<Bool>(false)
         let started = DispatchSemaphore(value: 0)
-        let loop = Mutex<Loop?>(nil)
-        let thread = Mutex<pthread_t>(0)
+        let loop = Locked<Loop?>(nil)
+        let thread = Locked<pthread_t>(0)
         init(name: String) { self.name = name }
     }
 

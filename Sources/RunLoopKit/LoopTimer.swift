@@ -44,7 +44,7 @@ public final class LoopTimer: @unchecked Sendable {
         var isValid: Bool
     }
 
-    let state: Mutex<State>
+    let state: Locked<State>
     /// The modes of its loop the timer is in; guarded by that loop's `state` lock.
     var membership = Membership()
 
@@ -58,7 +58,7 @@ public final class LoopTimer: @unchecked Sendable {
         _ handler: @escaping (LoopTimer) -> Void
     ) {
         self.interval = interval.flatMap { $0 > .zero ? $0 : nil }
-        self.state = Mutex(
+        self.state = Locked(
             State(
                 fireDate: fireAt, tolerance: max(tolerance, .zero), missedFirePolicy: missedFirePolicy,
                 handler: handler))

@@ -288,7 +288,7 @@ final class LibeventBackend {
     // MARK: Signals
 
     /// Serialises attaching and detaching signal routes (the handler itself takes no lock).
-    private static let signalRoutes = Mutex(())
+    private static let signalRoutes = Locked(())
 
     /// Creates an eventfd and routes `signal` to it (`sigaction` on the first route of a signal).
     static func catchSignal(_ signal: Int32) -> (descriptor: Int32, slot: Int32) {
