@@ -138,19 +138,3 @@ private func threadCPUTime() -> Duration {
 }
 
 /// Runs `body` on a new thread and returns once that thread has exited (its loop torn down).
-private func runOnJoinedThread(_ body: @escaping @Sendable () -> Void) {
-    final class Context: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    var thread = pthread_t()
-    let context = Unmanaged.passRetained(Context(body)).toOpaque()
-    let code = pthread_create(
-        &thread, nil,
-        { raw in
-            Unmanaged<Context>.fromOpaque(raw!).takeRetainedValue().body()
-            return nil
-        }, context)
-    precondition(code == 0, "pthread_create failed (\(code))")
-    pthread_join(thread, nil)
-}

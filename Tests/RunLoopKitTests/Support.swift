@@ -70,3 +70,22 @@ final class Mutex<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+/// Runs `body` on a new pthread and joins it: when this returns, the thread has exited and its
+/// loop has been torn down.
+func runOnJoinedThread(_ body: @escaping @Sendable () -> Void) {
+    final class Context: Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    var thread = pthread_t()
+    let context = Unmanaged.passRetained(Context(body)).toOpaque()
+    let code = pthread_create(
+        &thread, nil,
+        { raw in
+            Unmanaged<Context>.fromOpaque(raw!).takeRetainedValue().body()
+            return nil
+        }, context)
+    precondition(code == 0, "pthread_create failed (\(code))")
+    pthread_join(thread, nil)
+}
