@@ -2,14 +2,19 @@
 #
 #   make demo    install libevent-dev if missing, then run the narrated demo
 #   make test    install libevent-dev if missing, then run the unit tests
+#   make serve-bench  load runloop-httpd, raw-httpd (C) and nginx with wrk, side by side
+#                     (installs wrk and nginx if missing; settings: scripts/serve-bench.sh)
+#   make bench   build runloop-bench in release and run it (flags in BENCH_FLAGS,
+#                e.g. make bench BENCH_FLAGS="--quick --json bench.json")
 #
 # Extra flags for `swift test` go in SWIFT_TEST_FLAGS, e.g.
 #   make test SWIFT_TEST_FLAGS="--filter TimerTests"
 
 SWIFT ?= swift
 SWIFT_TEST_FLAGS ?=
+BENCH_FLAGS ?=
 
-.PHONY: all deps build demo test format lint clean
+.PHONY: all deps build demo test serve-bench bench format lint clean
 
 all: build
 
@@ -39,6 +44,13 @@ demo: deps
 
 test: deps
 	$(SWIFT) test $(SWIFT_TEST_FLAGS)
+
+serve-bench: deps
+	SWIFT="$(SWIFT)" scripts/serve-bench.sh
+
+bench: deps
+	$(SWIFT) build -c release --product runloop-bench
+	.build/release/runloop-bench $(BENCH_FLAGS)
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift

@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <signal.h>
+#include <pthread.h>
 #include <sched.h>
 #include <errno.h>
 #include <stdint.h>
@@ -125,6 +126,16 @@ static inline int rlk_signal_attach(int signo, int fd) {
         }
     }
     return free_slot;
+}
+
+/// Unblocks `signo` in the calling thread: a process started from a thread that blocks it (as
+/// Dispatch and Swift concurrency threads do) inherits it blocked everywhere, and a blocked signal
+/// stays pending instead of reaching the handler.
+static inline void rlk_signal_unblock(int signo) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signo);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
 /// Unroutes a slot; the last one restores the previous action. On return no handler is still

@@ -4,7 +4,9 @@ import Synchronization
 // Cross-thread traffic: blocks, signals, stop and wake-up.
 //
 // Other threads never touch libevent. They append to `inbox` and, if no wake-up is pending yet,
-// write the loop's eventfd once: however many posts land between two iterations, the loop is woken
+// write the loop's eventfd once (after unlocking, so the woken loop does not sleep on the lock;
+// the eventfd stays open until the Loop object itself goes, so a late write never hits a reused
+// descriptor): however many posts land between two iterations, the loop is woken
 // once. The loop clears `wakePending` only after it has read the eventfd, then takes the inbox, so a
 // post that lands after the take sees the flag clear and writes again: no post is ever slept on.
 
@@ -46,26 +48,33 @@ extension Loop {
         post(Block(modes: modes, body: .closure(block)))
     }
 
+    /// Queues `block` to run on the loop's thread in its common modes, and wakes the loop: the same
+    /// as `perform(inModes: [.common], block)`, without building a mode array per call.
+    ///
+    /// Any thread.
+    public func perform(_ block: @escaping @Sendable () -> Void) {
+        post(Block(modes: Block.commonOnly, body: .closure(block)))
+    }
+
     /// Appends to the inbox and wakes the loop once (see the top of this file). Any thread.
     func post(_ block: Block) {
         var block = block
         if stampsPostedWork { block.postedAt = TickClock.now }
         let foreign = !isCurrentThread
-        inbox.withLock { inbox in
-            guard !inbox.closed else { return }
+        let mustWake = inbox.withLock { inbox in
+            guard !inbox.closed else { return false }
             inbox.blocks.append(block)
             // The loop's own thread checks its inbox before sleeping; only other threads must wake it.
-            if foreign { Loop.signalWakeDescriptor(&inbox, wakeDescriptor) }
+            return foreign && Loop.claimWakeUp(&inbox)
         }
+        if mustWake { writeWakeDescriptor() }
     }
 
     /// Ends the loop's current or next sleep without handling anything.
     ///
     /// Any thread. Coalesced: many calls before the loop wakes cost one write to its eventfd.
     public func wakeUp() {
-        inbox.withLock { inbox in
-            Loop.signalWakeDescriptor(&inbox, wakeDescriptor)
-        }
+        if inbox.withLock({ Loop.claimWakeUp(&$0) }) { writeWakeDescriptor() }
     }
 
     /// Makes the innermost running `run` return `.stopped` once the current callout returns.
@@ -85,13 +94,16 @@ extension Loop {
         wakeUpIfForeign()
     }
 
-    // The write happens under the inbox lock so that teardown cannot close (and the process reuse)
-    // the descriptor between the check and the write.
-    private static func signalWakeDescriptor(_ inbox: inout Inbox, _ descriptor: Int32) {
-        guard !inbox.closed, !inbox.wakePending else { return }
+    /// Under the inbox lock: whether this caller is the one to write the eventfd.
+    private static func claimWakeUp(_ inbox: inout Inbox) -> Bool {
+        guard !inbox.closed, !inbox.wakePending else { return false }
         inbox.wakePending = true
+        return true
+    }
+
+    private func writeWakeDescriptor() {
         var one: UInt64 = 1
-        _ = write(descriptor, &one, MemoryLayout<UInt64>.size)
+        _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
     }
 
     func wakeUpIfForeign() {
@@ -106,18 +118,24 @@ extension Loop {
     /// Moves posted blocks into `pendingBlocks`. `consumedWakeUp`: the backend has read the eventfd,
     /// so the next post must write it again. Loop thread only.
     func takeInbox(consumedWakeUp: Bool) {
-        let taken: [Block] = inbox.withLock { inbox in
+        // Swap the inbox with a spare array that keeps its capacity: no regrowth per batch.
+        var taken = spareBlocks
+        spareBlocks = []
+        inbox.withLock { inbox in
             if consumedWakeUp { inbox.wakePending = false }
-            guard !inbox.blocks.isEmpty else { return [] }
-            defer { inbox.blocks = [] }
-            return inbox.blocks
+            if !inbox.blocks.isEmpty { swap(&inbox.blocks, &taken) }
         }
-        guard !taken.isEmpty else { return }
+        guard !taken.isEmpty else {
+            spareBlocks = taken
+            return
+        }
         if pendingBlocks.isEmpty {
-            pendingBlocks = taken
+            swap(&pendingBlocks, &taken)
         } else {
             pendingBlocks.append(contentsOf: taken)
+            taken.removeAll(keepingCapacity: true)
         }
+        spareBlocks = taken
     }
 
     /// Runs the pending blocks that may run in `mode`, in posting order; the others keep waiting.
@@ -126,18 +144,23 @@ extension Loop {
     func runBlocks(in mode: Mode) -> Bool {
         takeInbox(consumedWakeUp: false)
         guard !pendingBlocks.isEmpty else { return false }
-        let commonModes = state.withLock { $0.commonModes }
-        var runnable: [Block] = []
-        var waiting: [Block] = []
-        for block in pendingBlocks {
-            if Loop.block(block, mayRunIn: mode, common: commonModes) {
-                runnable.append(block)
-            } else {
-                waiting.append(block)
+        let modeIsCommon = state.withLock { $0.commonModes.contains(mode) }
+        var runnable: [Block]
+        if pendingBlocks.allSatisfy({ Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }) {
+            // The usual case: everything pending may run.
+            runnable = []
+            swap(&runnable, &pendingBlocks)
+        } else {
+            runnable = pendingBlocks.filter { Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }
+            // Set before running: a nested run inside a block must see only what is still pending.
+            pendingBlocks.removeAll { Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }
+        }
+        defer {
+            if spareBlocks.capacity < runnable.capacity {
+                runnable.removeAll(keepingCapacity: true)
+                spareBlocks = runnable
             }
         }
-        // Set before running: a nested run inside a block must see only what is still pending.
-        pendingBlocks = waiting
         for block in runnable {
             switch block.body {
             case .closure(let body):
@@ -155,13 +178,16 @@ extension Loop {
     func hasBlocks(for mode: Mode) -> Bool {
         takeInbox(consumedWakeUp: false)
         guard !pendingBlocks.isEmpty else { return false }
-        let commonModes = state.withLock { $0.commonModes }
-        return pendingBlocks.contains { Loop.block($0, mayRunIn: mode, common: commonModes) }
+        let modeIsCommon = state.withLock { $0.commonModes.contains(mode) }
+        return pendingBlocks.contains { Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }
     }
 
-    static func block(_ block: Block, mayRunIn mode: Mode, common: Set<Mode>) -> Bool {
+    /// Whether `block` may run in `mode`; `modeIsCommon`: `mode` is in the common set (looked up
+    /// once per pass, not per block).
+    @inline(__always)
+    static func block(_ block: Block, mayRunIn mode: Mode, modeIsCommon: Bool) -> Bool {
         for candidate in block.modes
-        where candidate == mode || (candidate == .common && common.contains(mode)) {
+        where candidate == mode || (modeIsCommon && candidate == .common) {
             return true
         }
         return false

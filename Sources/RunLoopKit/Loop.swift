@@ -35,6 +35,8 @@ public final class Loop: @unchecked Sendable {
     var backend: LibeventBackend?
     /// Blocks moved out of the inbox that wait for a mode that is not running.
     var pendingBlocks: [Block] = []
+    /// An emptied block array kept for its capacity, swapped with the inbox on each take.
+    var spareBlocks: [Block] = []
     /// The attached instruments, nil when none (loop thread; refreshed from `instrumentRegistry`).
     var instruments: [any LoopInstrument]?
     /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
@@ -48,8 +50,8 @@ public final class Loop: @unchecked Sendable {
     }
 
     deinit {
-        // Normally closed by `tearDown()` at thread exit; this covers a loop never installed.
-        if inbox.withLock({ !$0.closed }) { close(wakeDescriptor) }
+        // Closed here, not at teardown: another thread may still be about to write it.
+        close(wakeDescriptor)
     }
 
     // MARK: Per-thread loops
@@ -141,7 +143,8 @@ public final class Loop: @unchecked Sendable {
         }
         for item in items { item.loopDidTearDown() }
         backend = nil
-        close(wakeDescriptor)
+        // The eventfd is closed when the Loop object goes (see deinit): another thread holding the
+        // loop may be writing it right now, and a closed descriptor number could be reused.
     }
 }
 

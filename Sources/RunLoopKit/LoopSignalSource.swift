@@ -20,8 +20,10 @@ public final class LoopSignalSource: @unchecked Sendable {
 
     /// Starts catching `signal` and delivering it to `handler` once the source is added to a loop.
     ///
-    /// Any thread. `SIGKILL`, `SIGSTOP` and numbers outside 1…64 are programmer errors; so are more
-    /// than 16 live sources for one signal.
+    /// Any thread; the signal is also unblocked in the calling thread (a process started from a
+    /// thread that blocks it inherits it blocked, and a blocked signal never reaches the handler).
+    /// `SIGKILL`, `SIGSTOP` and numbers outside 1…64 are programmer errors; so are more than 16
+    /// live sources for one signal.
     public init(signal: Int32, _ handler: @escaping (Int32) -> Void) {
         self.signal = signal
         let (descriptor, slot) = LibeventBackend.catchSignal(signal)

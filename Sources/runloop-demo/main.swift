@@ -7,6 +7,9 @@
 //   4. timer tolerance lets the loop serve two timers with one wake-up
 //   5. a background `LoopThread` receiving work from the main thread with `perform`
 //   6. `stop()` from another thread makes `run()` return
+//   7. `DispatchQueue.main` and `@MainActor` work run on `Loop.main`
+//   8. a trace of two loops (frame link, timers, an observer, a LoopThread receiving performs), a
+//      hang report, and the trace written as docs/trace.json (Perfetto) and docs/trace.svg
 
 import Dispatch
 import Glibc
@@ -379,6 +382,137 @@ func mainQueue() {
     keepCustom.invalidate()
 }
 
+// MARK: - 8. Tracing
+
+/// Writes `text` to `path`; returns whether it worked.
+func writeFile(_ path: String, _ text: String) -> Bool {
+    guard let file = fopen(path, "w") else { return false }
+    let written = fputs(text, file) >= 0
+    return fclose(file) == 0 && written
+}
+
+/// Where `docs/trace.json` and `docs/trace.svg` go: `--trace-dir DIR`, else `docs` if the demo runs
+/// from the package root, else nowhere.
+func traceDirectory() -> String? {
+    let arguments = CommandLine.arguments
+    if let flag = arguments.firstIndex(of: "--trace-dir"), flag + 1 < arguments.count {
+        return arguments[flag + 1]
+    }
+    var info = stat()
+    return stat("docs", &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR ? "docs" : nil
+}
+
+/// Traces about 200 ms of two loops: the main loop runs a 60 fps frame link, a 25 ms timer and an
+/// observer; each tick posts work to a `LoopThread`, which answers through a pipe (a descriptor
+/// source) and a custom source. One handler stalls for 30 ms: the frame link skips the frames it
+/// hides, and the hang monitor reports it.
+func tracing() {
+    section("8. Tracing two loops; a hang report; frames on a grid")
+    let loop = Loop.current
+    let worker = LoopThread(name: "demo-trace")
+    let tracer = LoopTracer(capacity: 20_000)
+    loop.attach(tracer)
+    worker.loop.attach(tracer)
+    let hangs = Shared<[LoopHangMonitor.Report]>([])
+    let monitor = LoopHangMonitor(loop: loop, threshold: .milliseconds(15)) { report in
+        hangs.withLock { $0.append(report) }
+    }
+
+    // The worker answers through a pipe (a descriptor source on the main loop) and a custom source.
+    var ends: [Int32] = [0, 0]
+    guard pipe(&ends) == 0 else {
+        say("pipe() failed; skipping")
+        return
+    }
+    let (readEnd, writeEnd) = (ends[0], ends[1])
+    let replies = Shared(0)
+    let pipeReader = try? LoopDescriptorSource(fileDescriptor: readEnd, events: .readable) { source, _ in
+        var bytes = [UInt8](repeating: 0, count: 64)
+        _ = read(source.fileDescriptor, &bytes, bytes.count)
+    }
+    if let pipeReader { loop.add(pipeReader, forMode: .common) }
+    let answer = LoopSource { replies.withLock { $0 += 1 } }
+    loop.add(answer, forMode: .common)
+
+    // Frames at 60 fps, in .common; jitter = how late each callout is after its frame's grid time.
+    var frames: [(timestamp: ContinuousClock.Instant, calledAt: ContinuousClock.Instant)] = []
+    let link = FrameLink(framesPerSecond: 60) { link in
+        frames.append((link.timestamp, .now))
+    }
+    link.add(to: loop, forMode: .common)
+
+    var ticks = 0
+    let ticker = LoopTimer(after: .milliseconds(25), repeating: .milliseconds(25)) { _ in
+        ticks += 1
+        for job in 0..<3 {
+            worker.loop.perform {
+                var spin = 0
+                for index in 0..<5_000 { spin &+= index &* job }  // a little work
+                if spin == -1 { say("unreachable") }
+                var byte: UInt8 = 1
+                _ = write(writeEnd, &byte, 1)
+                answer.signal()
+            }
+        }
+    }
+    loop.add(ticker, forMode: .default)
+    let stall = LoopTimer(after: .milliseconds(110)) { _ in
+        usleep(30_000)  // a slow handler: 30 ms without sleeping
+    }
+    loop.add(stall, forMode: .default)
+    var idleCallouts = 0
+    let idle = LoopObserver(activities: .beforeWaiting) { _, _ in idleCallouts += 1 }
+    loop.add(idle, forMode: .common)
+
+    let start = ContinuousClock.now
+    say("tracing: run(mode: .default, for: 160 ms), then run(mode: .tracking, for: 50 ms)")
+    loop.run(mode: .default, for: .milliseconds(160))
+    loop.run(mode: .tracking, for: .milliseconds(50))
+    let elapsed = ContinuousClock.now - start
+    loop.detach(tracer)
+    worker.loop.detach(tracer)
+    monitor.invalidate()
+    link.invalidate()
+    ticker.invalidate()
+    idle.invalidate()
+    worker.stop()
+    pipeReader?.invalidate()
+    answer.invalidate()
+    close(readEnd)
+    close(writeEnd)
+
+    // Frames: on the grid, one per frame, the ones hidden by the stall skipped.
+    let frameDuration = Duration.seconds(1) / 60
+    let expected = Int(((elapsed) / frameDuration).rounded(.down))
+    var lateness = frames.map { ($0.calledAt - $0.timestamp) / .microseconds(1) }.sorted()
+    if lateness.isEmpty { lateness = [0] }
+    let skipped = zip(frames, frames.dropFirst()).reduce(0) { total, pair in
+        total + Int(((pair.1.timestamp - pair.0.timestamp) / frameDuration).rounded()) - 1
+    }
+    say(
+        "frame link: \(frames.count) callouts in \(Int(elapsed / .milliseconds(1))) ms (≈\(expected) frames); \(skipped) skipped"
+    )
+    say(
+        "  callout lateness after the frame's grid time: median \(Int(lateness[lateness.count / 2])) µs, "
+            + "max \(Int(lateness.last!)) µs"
+    )
+    say("ticker fired \(ticks)x; the worker answered \(replies.current)x; beforeWaiting observer \(idleCallouts)x")
+    for report in hangs.current {
+        say("hang monitor: \(report)")
+    }
+    if hangs.current.isEmpty { say("hang monitor: nothing reported (unexpected: a handler stalled 30 ms)") }
+
+    say("tracer: \(tracer.count) events (\(tracer.overwritten) overwritten)")
+    guard let directory = traceDirectory() else {
+        say("not writing trace files: run from the package root or pass --trace-dir DIR")
+        return
+    }
+    let json = writeFile("\(directory)/trace.json", tracer.chromeTraceJSON())
+    let svg = writeFile("\(directory)/trace.svg", tracer.svgTimeline(width: 1200))
+    say("wrote \(directory)/trace.json (open in https://ui.perfetto.dev): \(json ? "ok" : "failed")")
+    say("wrote \(directory)/trace.svg: \(svg ? "ok" : "failed")")
+}
+
 // MARK: - Main
 
 _ = Clock.start
@@ -390,5 +524,6 @@ tolerance()
 backgroundThread()
 stopFromAnotherThread()
 mainQueue()
+tracing()
 emit("")
 say("done")

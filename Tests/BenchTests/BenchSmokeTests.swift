@@ -1,3 +1,149 @@
+import Foundation
 import Testing
 
-@Suite struct BenchSmokeTests {}
+@testable import runloop_bench
+
+/// Runs every workload of the benchmark in a tiny size so that it never rots: every figure is
+/// produced on every implementation and is sane. Nothing here measures speed.
+@Suite(.serialized) struct BenchSmokeTests {
+    /// One tiny run shared by the checks below (it takes a few seconds, even in a debug build).
+    static let report = Benchmark(size: .tiny).run(command: "runloop-bench --tiny")
+
+    @Test func everyWorkloadRan() {
+        let ran = Set(Self.report.metrics.map(\.workload))
+        #expect(ran == Set(Workloads.all.map(\.number)))
+        #expect(Self.report.metrics.count == Workloads.all.flatMap(\.metrics).count)
+    }
+
+    @Test func everyFigureIsMeasuredOnEveryImplementation() {
+        for metric in Self.report.metrics {
+            for implementation in Implementation.allCases {
+                let value = metric.median(implementation)
+                #expect(
+                    value != nil,
+                    "\(metric.label) on \(implementation.rawValue): \(metric.missing[implementation.rawValue] ?? "")")
+                #expect(
+                    value?.isFinite ?? true,
+                    "\(metric.label) on \(implementation.rawValue) is \(String(describing: value))")
+            }
+        }
+    }
+
+    private func figure(_ id: String, _ implementation: Implementation) -> Double? {
+        Self.report.metrics.first { $0.id == id }?.median(implementation)
+    }
+
+    @Test(arguments: Implementation.allCases)
+    func ratesArePositive(_ implementation: Implementation) {
+        for id in [
+            MetricID.post1, MetricID.post4, MetricID.churn, MetricID.iteration0, MetricID.iteration6,
+            MetricID.descriptor,
+        ] {
+            let value = figure(id, implementation)
+            #expect((value ?? 0) > 0, "\(id) on \(implementation.rawValue): \(String(describing: value))")
+        }
+    }
+
+    @Test(arguments: Implementation.allCases)
+    func latenciesAreOrdered(_ implementation: Implementation) throws {
+        let p50 = try #require(figure(MetricID.pingPongP50, implementation))
+        let p99 = try #require(figure(MetricID.pingPongP99, implementation))
+        #expect(p50 > 0)
+        #expect(p50 <= p99)
+
+        let schedule = try #require(figure(MetricID.timerSchedule, implementation))
+        let late50 = try #require(figure(MetricID.timerP50, implementation))
+        let late99 = try #require(figure(MetricID.timerP99, implementation))
+        let lateMax = try #require(figure(MetricID.timerMax, implementation))
+        #expect(schedule > 0)
+        #expect(late50 <= late99)
+        #expect(late99 <= lateMax)
+        if implementation != .foundation {
+            // Never before the fire date (Foundation's fire dates are wall-clock times, so a clock
+            // step could show as a small negative lateness there).
+            #expect(late50 >= 0)
+        }
+    }
+
+    @Test(arguments: Implementation.allCases)
+    func idleAndMemoryFiguresAreSane(_ implementation: Implementation) throws {
+        let idle = try #require(figure(MetricID.idleNone, implementation))
+        let ticking = try #require(figure(MetricID.idle1Hz, implementation))
+        #expect(idle >= 0)
+        #expect(ticking >= 0)
+        // Only the size is checked: a tiny RSS delta may be zero or even slightly negative.
+        #expect(try #require(figure(MetricID.memoryTimer, implementation)).isFinite)
+        #expect(try #require(figure(MetricID.memoryLoop, implementation)).isFinite)
+    }
+
+    @Test func latencyCurvesRiseWithThePercentile() {
+        #expect(Set(Self.report.curves.map(\.id)) == [MetricID.pingPongCurve, MetricID.timerCurve])
+        for curve in Self.report.curves {
+            #expect(curve.quantiles.count == Stats.curveQuantiles.count)
+            for implementation in Implementation.allCases {
+                let points = curve.series[implementation.rawValue] ?? []
+                #expect(points.count == curve.quantiles.count, "\(curve.id) on \(implementation.rawValue)")
+                #expect(
+                    zip(points, points.dropFirst()).allSatisfy { $0 <= $1 }, "\(curve.id) on \(implementation.rawValue)"
+                )
+            }
+        }
+    }
+
+    @Test func ratiosAreRunLoopKitOverTheOthers() throws {
+        for metric in Self.report.metrics {
+            guard let own = metric.median(.runLoopKit), let other = metric.median(.foundation), other != 0 else {
+                continue
+            }
+            let ratio = try #require(metric.ratioFoundation)
+            #expect(abs(ratio - own / other) <= 1e-9 * max(1, abs(ratio)))
+        }
+    }
+
+    @Test func outputsAreWritten() throws {
+        let table = Self.report.table()
+        for metric in Self.report.metrics { #expect(table.contains(metric.label)) }
+        #expect(!Self.report.targetChecks().isEmpty)
+
+        let data = try Self.report.json()
+        let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        let reread = try Report.decode(data)
+        #expect(reread.metrics.map(\.id) == Self.report.metrics.map(\.id))
+        #expect(reread.table() == table)
+        #expect((json?["metrics"] as? [Any])?.count == Self.report.metrics.count)
+        #expect((json?["targets"] as? [Any])?.isEmpty == false)
+
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("runloop-bench-charts-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let written = try Charts.write(Self.report, to: directory)
+        #expect(
+            Set(written.map { ($0 as NSString).lastPathComponent }) == [
+                "ratios.svg", "pingpong-latency.svg", "timer-lateness.svg",
+            ])
+        for path in written {
+            let svg = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(svg.hasPrefix("<svg"))
+            #expect(svg.hasSuffix("</svg>\n"))
+        }
+    }
+
+    @Test func commandLineOptions() throws {
+        let options = try CommandLineTool.parse([
+            "--quick", "--filter", "post", "--filter", "3", "--json", "out.json", "--no-charts", "--only", "libevent",
+        ])
+        #expect(options.size.name == "quick")
+        #expect(options.filters == ["post", "3"])
+        #expect(options.jsonPath == "out.json")
+        #expect(options.chartsDirectory == nil)
+        #expect(options.implementations == [.libevent])
+        #expect(throws: CommandLineTool.UsageError.self) { try CommandLineTool.parse(["--bogus"]) }
+        let tuned = try CommandLineTool.parse(["--set", "timerSpread=0", "--set", "timerCount=10"])
+        #expect(tuned.size.timerSpread == 0)
+        #expect(tuned.size.timerCount == 10)
+        #expect(throws: CommandLineTool.UsageError.self) { try CommandLineTool.parse(["--set", "nonsense=1"]) }
+
+        let selected = Benchmark(size: .tiny, filters: ["post", "3"]).selectedWorkloads.map(\.name)
+        #expect(selected == ["post", "timers"])
+    }
+}

@@ -114,30 +114,36 @@ struct Boom: Error, Equatable {}
         _ = counter.assumeIsolated { $0.values.count }
     }
 
-    /// Jobs and blocks share one queue: a job enqueued after a block runs after it.
+    /// Jobs run in the loop's common modes only: a job posted while the loop runs a custom mode
+    /// waits for a common one.
     @Test func jobsRunInCommonModesOnly() async throws {
         let thread = LoopThread(name: "job-modes")
         defer { thread.stop() }
         let loop = thread.loop
-        // Park the loop in a custom mode; a job must wait for a common mode.
         let parked = Loop.Mode("parked")
         let release = Atomic<Bool>(false)
-        let ranWhileParked = Atomic<Bool>(false)
+        let parkedRuns = Atomic<Int>(0)
+        // Park the loop in a custom mode until released.
         loop.perform {
             let keep = LoopSource {}
             Loop.current.add(keep, forMode: parked)
-            let deadline = ContinuousClock.now + .seconds(5)
+            let deadline = ContinuousClock.now + .seconds(10)
             while !release.load(ordering: .acquiring) && ContinuousClock.now < deadline {
-                Loop.current.run(mode: parked, for: .milliseconds(10))
+                Loop.current.run(mode: parked, for: .milliseconds(5))
+                parkedRuns.add(1, ordering: .relaxed)
             }
             keep.invalidate()
         }
-        let task = Task(executorPreference: loop) {
-            ranWhileParked.store(!release.load(ordering: .acquiring), ordering: .releasing)
+        // Wait until the loop is really parked, then queue a job and let the parked runs go on.
+        while parkedRuns.load(ordering: .relaxed) < 2 { try await Task.sleep(for: .milliseconds(1)) }
+        let job = Task(executorPreference: loop) { () -> (Bool, Loop.Mode?) in
+            (loop.isCurrentThread, loop.currentMode)
         }
-        try await Task.sleep(for: .milliseconds(100))
+        let before = parkedRuns.load(ordering: .relaxed)
+        while parkedRuns.load(ordering: .relaxed) < before + 5 { try await Task.sleep(for: .milliseconds(1)) }
         release.store(true, ordering: .releasing)
-        await task.value
-        #expect(ranWhileParked.load(ordering: .acquiring) == false)
+        let (onLoop, mode) = await job.value
+        #expect(onLoop)
+        #expect(mode == .default)  // not `parked`
     }
 }

@@ -297,6 +297,7 @@ final class LibeventBackend {
             "RunLoopKit: signal \(signal) cannot be caught (SIGKILL, SIGSTOP and numbers outside 1...64 cannot)")
         let descriptor = makeWakeDescriptor()
         let slot = signalRoutes.withLock { _ in rlk_signal_attach(signal, descriptor) }
+        rlk_signal_unblock(signal)
         precondition(
             slot != -1, "RunLoopKit: more than \(RLK_SIGNAL_SLOTS) live LoopSignalSources for signal \(signal)")
         precondition(slot >= 0, "RunLoopKit: sigaction(\(signal)) failed (errno \(errno))")

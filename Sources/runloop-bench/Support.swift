@@ -1,0 +1,133 @@
+import CRawLibevent
+import Dispatch
+import Glibc
+import Synchronization
+
+// Threads, clocks, memory and small shared boxes used by every implementation's workloads.
+
+/// Monotonic time in seconds (`CLOCK_MONOTONIC`, the clock the C workloads use too).
+@inline(__always)
+func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) * 1e-9
+}
+
+/// Sleeps the calling thread.
+func sleep(seconds: Double) {
+    guard seconds > 0 else { return }
+    var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR {
+        request = remaining
+    }
+}
+
+extension Duration {
+    /// The duration in microseconds.
+    var microseconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) * 1e6 + Double(attoseconds) * 1e-12
+    }
+
+    /// A duration from seconds.
+    static func seconds(double seconds: Double) -> Duration {
+        .nanoseconds(Int64((seconds * 1e9).rounded()))
+    }
+}
+
+/// Resident set size of the process in bytes (`/proc/self/statm`).
+func residentBytes() -> Int64 { Int64(raw_rss_bytes()) }
+
+/// A mutable box shared between the measuring thread and a loop thread. The workloads hand it over
+/// with explicit synchronisation (a semaphore, a thread join), so it is not itself thread-safe.
+final class Box<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// A plain pthread (default attributes, like RunLoopKit's `LoopThread` and the C loops), with
+/// waits that give up after a timeout instead of hanging.
+final class NativeThread: @unchecked Sendable {
+    private var thread = pthread_t()
+    private let finished = DispatchSemaphore(value: 0)
+    /// (the body has finished, the thread is joined or detached)
+    private let status = Mutex((finished: false, released: false))
+
+    private final class Start {
+        let body: () -> Void
+        let finished: DispatchSemaphore
+        init(body: @escaping () -> Void, finished: DispatchSemaphore) {
+            self.body = body
+            self.finished = finished
+        }
+    }
+
+    /// Starts `body` on a new thread.
+    init(_ body: @escaping @Sendable () -> Void) {
+        let start = Unmanaged.passRetained(Start(body: body, finished: finished)).toOpaque()
+        let code = pthread_create(
+            &thread, nil,
+            { raw in
+                let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
+                start.body()
+                start.finished.signal()
+                return nil
+            }, start)
+        precondition(code == 0, "runloop-bench: pthread_create failed (\(code))")
+    }
+
+    /// Waits up to `timeout` seconds for the body to finish; true once it has.
+    func wait(timeout: Double) -> Bool {
+        if status.withLock({ $0.finished }) { return true }
+        guard finished.wait(timeout: .now() + timeout) == .success else { return false }
+        status.withLock { $0.finished = true }
+        return true
+    }
+
+    /// Waits for the thread to finish and joins it; false (and the thread is detached) after
+    /// `timeout` seconds.
+    @discardableResult
+    func join(timeout: Double) -> Bool {
+        if status.withLock({ $0.released }) { return status.withLock { $0.finished } }
+        let done = wait(timeout: timeout)
+        status.withLock { $0.released = true }
+        if done {
+            pthread_join(thread, nil)
+        } else {
+            pthread_detach(thread)
+        }
+        return done
+    }
+}
+
+/// Runs `body` on a fresh thread and returns its result, or nil if it did not finish in `timeout`.
+func onFreshThread<T>(timeout: Double, _ body: @escaping @Sendable () -> T) -> T? {
+    let result = Box<T?>(nil)
+    let thread = NativeThread { result.value = body() }
+    guard thread.join(timeout: timeout) else { return nil }
+    return result.value
+}
+
+/// A start line for several threads: they all wait until the measuring thread opens it.
+final class StartLine: @unchecked Sendable {
+    private var barrier = pthread_barrier_t()
+
+    init(parties: Int) {
+        pthread_barrier_init(&barrier, nil, UInt32(parties))
+    }
+
+    deinit { pthread_barrier_destroy(&barrier) }
+
+    func wait() { pthread_barrier_wait(&barrier) }
+}
+
+/// `count` offsets in seconds evenly spread over `[0, spread)`, in fire-date order: timer `i` is
+/// due `i × spread / count` after the first.
+func timerOffsets(count: Int, spread: Double) -> [Double] {
+    (0..<count).map { spread * Double($0) / Double(count) }
+}
+
+/// The jitter (microseconds) of the never-firing timers of the churn and memory workloads.
+@inline(__always)
+func churnJitterMicroseconds(_ index: Int) -> Int { (index &* 7919) % 1_000_000 }

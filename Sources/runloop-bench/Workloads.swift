@@ -1,0 +1,311 @@
+import Synchronization
+
+// The eight workloads. Each implementation (a `Contender`) does every workload the same way in
+// spirit; the per-implementation files say how exactly.
+
+/// One timers run: the cost of scheduling, and how late each timer fired.
+struct TimerRun: Sendable {
+    /// Seconds spent creating and adding all timers.
+    var scheduleSeconds: Double
+    /// End of scheduling minus the earliest due time: negative when every timer was scheduled in
+    /// time, so that lateness measures the firing machinery alone.
+    var scheduleEndOffset: Double
+    /// Lateness of each timer in microseconds.
+    var lateness: [Double]
+}
+
+/// An idle loop being watched: how many times it has woken up so far.
+protocol IdleProbe: AnyObject, Sendable {
+    var wakeUps: Int { get }
+    /// Stops the loop and its thread; false if the thread did not exit in time.
+    func stop() -> Bool
+}
+
+/// One implementation of every workload.
+protocol Contender {
+    /// `blocks` in total from `producers` threads; blocks per second.
+    static func postThroughput(producers: Int, blocks: Int, timeout: Double) -> Outcome<Double>
+    /// Round-trip times in microseconds.
+    static func pingPong(roundTrips: Int, timeout: Double) -> Outcome<[Double]>
+    /// One-shot timers due `lead + offsets[i]` seconds from now.
+    static func timers(offsets: [Double], lead: Double, timeout: Double) -> Outcome<TimerRun>
+    /// Seconds to schedule `timers` timers and invalidate each `window` timers later.
+    static func timerChurn(timers: Int, window: Int) -> Outcome<Double>
+    /// Iterations per second of a loop kept busy by a self-reposting source.
+    static func iteration(seconds: Double, observers: Int) -> Outcome<Double>
+    /// Round trips per second of one byte over a socketpair between two loops.
+    static func descriptorPingPong(roundTrips: Int, timeout: Double) -> Outcome<Double>
+    /// An idle loop on its own thread, with no timer or one 1 Hz timer (first fire 0.5 s after start).
+    static func startIdle(withTimer: Bool) -> Outcome<any IdleProbe>
+    /// Resident bytes per scheduled timer.
+    static func memoryPerTimer(count: Int) -> Outcome<Double>
+    /// Resident bytes per loop (a thread asleep in its loop).
+    static func memoryPerLoop(count: Int) -> Outcome<Double>
+}
+
+enum MetricID {
+    static let post1 = "post.1"
+    static let post4 = "post.4"
+    static let pingPongP50 = "pingpong.p50"
+    static let pingPongP99 = "pingpong.p99"
+    static let timerSchedule = "timers.schedule"
+    static let timerP50 = "timers.p50"
+    static let timerP99 = "timers.p99"
+    static let timerMax = "timers.max"
+    static let churn = "churn"
+    static let iteration0 = "iteration.0"
+    static let iteration6 = "iteration.6"
+    static let descriptor = "descriptor"
+    static let idleNone = "idle.none"
+    static let idle1Hz = "idle.1hz"
+    static let memoryTimer = "memory.timer"
+    static let memoryLoop = "memory.loop"
+    static let pingPongCurve = "pingpong-latency"
+    static let timerCurve = "timer-lateness"
+}
+
+/// Leads (seconds from now to the first due time) that let each implementation finish scheduling
+/// before its first timer is due; learnt from the runs so far.
+private let timerLeads = Mutex<[Implementation: Double]>([:])
+
+enum Workloads {
+    static let all: [Workload] = [post, pingPong, timers, churn, iteration, descriptor, idle, memory]
+
+    static let post = Workload(
+        number: 1, name: "post", title: "Cross-thread post throughput",
+        metrics: [
+            Metric(id: MetricID.post1, label: "post, 1 producer", unit: "blocks/s", direction: .higherIsBetter),
+            Metric(id: MetricID.post4, label: "post, 4 producers", unit: "blocks/s", direction: .higherIsBetter),
+        ], curves: [],
+        how: [
+            .runLoopKit: "`loop.perform { … }` from producer threads to a `LoopThread`",
+            .foundation:
+                "`CFRunLoopPerformBlock` + `CFRunLoopWakeUp` from producer threads to a thread in `CFRunLoopRunInMode`",
+            .libevent: "mutex-protected queue of (function, context) items + one eventfd write per batch",
+        ],
+        runner: .each { implementation, size in
+            var sample = Sample()
+            for (producers, id) in [(1, MetricID.post1), (4, MetricID.post4)] {
+                sample.record(
+                    id,
+                    implementation.contender.postThroughput(
+                        producers: producers, blocks: size.postBlocks, timeout: size.timeout))
+            }
+            return sample
+        })
+
+    static let pingPong = Workload(
+        number: 2, name: "pingpong", title: "Ping-pong latency between two loop threads",
+        metrics: [
+            Metric(id: MetricID.pingPongP50, label: "ping-pong p50", unit: "µs", direction: .lowerIsBetter),
+            Metric(id: MetricID.pingPongP99, label: "ping-pong p99", unit: "µs", direction: .lowerIsBetter),
+        ], curves: [(MetricID.pingPongCurve, "Ping-pong round trip between two loop threads")],
+        how: [
+            .runLoopKit: "a block on loop A posts to loop B, whose block posts back to A (`perform`)",
+            .foundation: "the same with `CFRunLoopPerformBlock` + `CFRunLoopWakeUp`",
+            .libevent: "the same with the C queue + eventfd of each loop",
+        ],
+        runner: .each { implementation, size in
+            var sample = Sample()
+            switch implementation.contender.pingPong(roundTrips: size.pingPongRoundTrips, timeout: size.timeout) {
+            case .success(let times):
+                let summary = Stats.summary(times)
+                sample.values[MetricID.pingPongP50] = summary.p50
+                sample.values[MetricID.pingPongP99] = summary.p99
+                sample.curves[MetricID.pingPongCurve] = Stats.curve(times)
+            case .failure(let error):
+                sample.markMissing([MetricID.pingPongP50, MetricID.pingPongP99], error)
+            }
+            return sample
+        })
+
+    static let timers = Workload(
+        number: 3, name: "timers", title: "Timers: scheduling cost and lateness",
+        metrics: [
+            Metric(id: MetricID.timerSchedule, label: "timer schedule", unit: "µs/timer", direction: .lowerIsBetter),
+            Metric(id: MetricID.timerP50, label: "timer lateness p50", unit: "µs", direction: .lowerIsBetter),
+            Metric(id: MetricID.timerP99, label: "timer lateness p99", unit: "µs", direction: .lowerIsBetter),
+            Metric(id: MetricID.timerMax, label: "timer lateness max", unit: "µs", direction: .lowerIsBetter),
+        ], curves: [(MetricID.timerCurve, "Lateness of one-shot timers")],
+        how: [
+            .runLoopKit: "`LoopTimer(fireAt:)` + `loop.add(_:forMode:)` on the loop's thread, tolerance 0, then `run`",
+            .foundation:
+                "`CFRunLoopTimerCreateWithHandler` + `CFRunLoopAddTimer`, tolerance 0, then `CFRunLoopRunInMode`",
+            .libevent:
+                "`event_new` + `event_add` (evtimer) on a base with `EVENT_BASE_FLAG_PRECISE_TIMER | EVENT_BASE_FLAG_NOLOCK`",
+        ],
+        runner: .each { implementation, size in
+            var sample = Sample()
+            let ids = [MetricID.timerSchedule, MetricID.timerP50, MetricID.timerP99, MetricID.timerMax]
+            switch timersRun(implementation, size) {
+            case .success(let run):
+                let summary = Stats.summary(run.lateness)
+                sample.values[MetricID.timerSchedule] = run.scheduleSeconds * 1e6 / Double(size.timerCount)
+                sample.values[MetricID.timerP50] = summary.p50
+                sample.values[MetricID.timerP99] = summary.p99
+                sample.values[MetricID.timerMax] = summary.max
+                sample.curves[MetricID.timerCurve] = Stats.curve(run.lateness)
+            case .failure(let error):
+                sample.markMissing(ids, error)
+            }
+            return sample
+        })
+
+    /// A timers run whose scheduling ends before the first timer is due; a run that overran its
+    /// lead is repeated once with a lead fitted to the scheduling time it took.
+    static func timersRun(_ implementation: Implementation, _ size: BenchmarkSize) -> Outcome<TimerRun> {
+        let offsets = timerOffsets(count: size.timerCount, spread: size.timerSpread)
+        let initial = 0.05 + Double(size.timerCount) * 2e-6
+        var lead = timerLeads.withLock { $0[implementation] } ?? initial
+        for _ in 0..<2 {
+            let outcome = implementation.contender.timers(offsets: offsets, lead: lead, timeout: size.timeout)
+            guard case .success(let run) = outcome else { return outcome }
+            let fitted = max(initial, run.scheduleSeconds * 1.5 + 0.05)
+            timerLeads.withLock { $0[implementation] = fitted }
+            if run.scheduleEndOffset < -0.002 { return outcome }
+            lead = fitted
+        }
+        return .failure(BenchError(reason: "scheduling took longer than the lead twice"))
+    }
+
+    static let churn = Workload(
+        number: 4, name: "churn", title: "Timer churn: schedule and invalidate",
+        metrics: [
+            Metric(id: MetricID.churn, label: "timer churn", unit: "timers/s", direction: .higherIsBetter)
+        ], curves: [],
+        how: [
+            .runLoopKit: "`LoopTimer` + `add`, `invalidate()` 1,000 timers later (1,000 pending)",
+            .foundation:
+                "`CFRunLoopTimerCreateWithHandler` + `CFRunLoopAddTimer`, `CFRunLoopTimerInvalidate` 1,000 timers later",
+            .libevent: "`event_new` + `event_add`, `event_free` 1,000 timers later",
+        ],
+        runner: .each { implementation, size in
+            var sample = Sample()
+            sample.record(
+                MetricID.churn,
+                implementation.contender.timerChurn(timers: size.churnTimers, window: size.churnWindow).map {
+                    Double(size.churnTimers) / $0
+                })
+            return sample
+        })
+
+    static let iteration = Workload(
+        number: 5, name: "iteration", title: "Iteration overhead of a busy loop",
+        metrics: [
+            Metric(
+                id: MetricID.iteration0, label: "iterations, no observers", unit: "iter/s", direction: .higherIsBetter),
+            Metric(
+                id: MetricID.iteration6, label: "iterations, 6 observers", unit: "iter/s", direction: .higherIsBetter,
+                notes: [
+                    .libevent:
+                        "libevent 2.1 has no observers (evwatch is 2.2): its loop calls six function pointers at the same two points of each pass"
+                ]),
+        ], curves: [],
+        how: [
+            .runLoopKit: "a `LoopSource` that signals itself from its handler; observers watch all activities",
+            .foundation:
+                "a version-0 `CFRunLoopSource` that signals itself; `CFRunLoopObserverCreateWithHandler` on all activities",
+            .libevent:
+                "an event that re-activates itself (`event_active`) and ends the pass; a C driver loop calls six function pointers before timers and before sources (libevent 2.1 has no observers), then `event_base_loop(EVLOOP_NONBLOCK)`",
+        ],
+        runner: .each { implementation, size in
+            var sample = Sample()
+            for (observers, id) in [(0, MetricID.iteration0), (6, MetricID.iteration6)] {
+                sample.record(
+                    id, implementation.contender.iteration(seconds: size.iterationSeconds, observers: observers))
+            }
+            return sample
+        })
+
+    static let descriptor = Workload(
+        number: 6, name: "descriptor", title: "Descriptor ping-pong over a socketpair",
+        metrics: [
+            Metric(
+                id: MetricID.descriptor, label: "descriptor ping-pong", unit: "round trips/s",
+                direction: .higherIsBetter,
+                notes: [
+                    .foundation:
+                        "no descriptor source on Linux's CFRunLoop: measured with CFSocket, whose callbacks come from a helper select() thread"
+                ])
+        ], curves: [],
+        how: [
+            .runLoopKit: "a `LoopDescriptorSource` (`.readable`) on each end, on two `LoopThread`s",
+            .foundation:
+                "`CFSocket` read callbacks (swift-corelibs-foundation serves them from a helper `select()` thread)",
+            .libevent: "a persistent `EV_READ` event on each end, on two raw loops",
+        ],
+        runner: .each { implementation, size in
+            var sample = Sample()
+            sample.record(
+                MetricID.descriptor,
+                implementation.contender.descriptorPingPong(
+                    roundTrips: size.descriptorRoundTrips, timeout: size.timeout))
+            return sample
+        })
+
+    static let idle = Workload(
+        number: 7, name: "idle", title: "Idle wake-ups",
+        metrics: [
+            Metric(id: MetricID.idleNone, label: "idle, no timers", unit: "wake-ups/s", direction: .lowerIsBetter),
+            Metric(id: MetricID.idle1Hz, label: "idle, one 1 Hz timer", unit: "wake-ups/s", direction: .lowerIsBetter),
+        ], curves: [],
+        how: [
+            .runLoopKit: "`afterWaiting` observer callouts of a loop kept alive by an unsignalled `LoopSource`",
+            .foundation:
+                "`afterWaiting` CFRunLoopObserver callouts of a loop kept alive by an unsignalled version-0 source",
+            .libevent: "`event_base_loop(EVLOOP_ONCE)` returns of a base with only its wake-up eventfd registered",
+        ],
+        runner: .together { size in
+            // Six idle loops (three implementations, with and without the timer) share one window.
+            var probes: [(Implementation, String, Outcome<any IdleProbe>)] = []
+            for implementation in Implementation.allCases {
+                probes.append((implementation, MetricID.idleNone, implementation.contender.startIdle(withTimer: false)))
+                probes.append((implementation, MetricID.idle1Hz, implementation.contender.startIdle(withTimer: true)))
+            }
+            sleep(seconds: 0.02)  // let the set-up wake-ups pass
+            let before = probes.map { (try? $0.2.get())?.wakeUps ?? 0 }
+            let start = monotonicSeconds()
+            sleep(seconds: size.idleSeconds)
+            let after = probes.map { (try? $0.2.get())?.wakeUps ?? 0 }
+            let elapsed = monotonicSeconds() - start
+            var samples: [Implementation: Sample] = [:]
+            for (index, (implementation, id, probe)) in probes.enumerated() {
+                switch probe {
+                case .success(let probe):
+                    if probe.stop() {
+                        samples[implementation, default: Sample()].values[id] =
+                            Double(after[index] - before[index]) / elapsed
+                    } else {
+                        samples[implementation, default: Sample()].missing[id] = "loop did not stop"
+                    }
+                case .failure(let error):
+                    samples[implementation, default: Sample()].missing[id] = error.reason
+                }
+            }
+            return samples
+        })
+
+    static let memory = Workload(
+        number: 8, name: "memory", title: "Memory per timer and per loop",
+        metrics: [
+            Metric(id: MetricID.memoryTimer, label: "memory per timer", unit: "bytes", direction: .lowerIsBetter),
+            Metric(id: MetricID.memoryLoop, label: "memory per loop", unit: "bytes", direction: .lowerIsBetter),
+        ], curves: [],
+        how: [
+            .runLoopKit:
+                "RSS delta (in a fresh child process) over pending `LoopTimer`s in one loop, and over `LoopThread`s asleep in their loops",
+            .foundation:
+                "RSS delta over pending `CFRunLoopTimer`s in one run loop, and over threads asleep in `CFRunLoopRunInMode`",
+            .libevent: "RSS delta over pending evtimers on one base, and over threads asleep in `event_base_loop`",
+        ],
+        runner: .each { implementation, size in
+            var sample = Sample()
+            sample.record(
+                MetricID.memoryTimer,
+                MemoryProbe.measure(implementation, .timer, count: size.memoryTimers, timeout: size.timeout))
+            sample.record(
+                MetricID.memoryLoop,
+                MemoryProbe.measure(implementation, .loop, count: size.memoryLoops, timeout: size.timeout))
+            return sample
+        })
+}
