@@ -2,6 +2,8 @@
 #
 #   make demo    install libevent-dev if missing, then run the narrated demo
 #   make test    install libevent-dev if missing, then run the unit tests
+#   make test-sanitize  the whole suite under ThreadSanitizer and AddressSanitizer
+#   make stress  the stress and model tests at full size
 #   make serve-bench  load runloop-httpd, raw-httpd (C) and nginx with wrk, side by side
 #                     (installs wrk and nginx if missing; settings: scripts/serve-bench.sh)
 #   make bench   build runloop-bench in release and run it (flags in BENCH_FLAGS,
@@ -14,7 +16,7 @@ SWIFT ?= swift
 SWIFT_TEST_FLAGS ?=
 BENCH_FLAGS ?=
 
-.PHONY: all deps build demo test serve-bench bench format lint clean
+.PHONY: all deps build demo test test-sanitize stress serve-bench bench format lint clean
 
 all: build
 
@@ -44,6 +46,19 @@ demo: deps
 
 test: deps
 	$(SWIFT) test $(SWIFT_TEST_FLAGS)
+
+# The whole suite under ThreadSanitizer, then AddressSanitizer (separate build directories).
+test-sanitize: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/scripts/tsan.supp" \
+		$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(SWIFT_TEST_FLAGS)
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
+	ASAN_OPTIONS="detect_leaks=0" \
+		$(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan $(SWIFT_TEST_FLAGS)
+
+# The stress tests at full size (8 × 1,000,000 posts, 10,000 threads, ...).
+stress: deps
+	RUNLOOPKIT_STRESS=1 RUNLOOPKIT_MODEL_RUNS=20000 $(SWIFT) test -c release --filter "StressTests|ModelTests"
 
 serve-bench: deps
 	SWIFT="$(SWIFT)" scripts/serve-bench.sh
