@@ -187,8 +187,24 @@ enum RunLoopKitContender: Contender {
     }
 
     static func iteration(seconds: Double, observers: Int) -> Outcome<Double> {
+        iteration(seconds: seconds, observers: observers, instrumented: .none)
+    }
+
+    /// What watches the busy loop: nothing, `collectsMetrics`, or a `LoopTracer`.
+    enum Instrumentation: Sendable {
+        case none, metrics, tracer
+    }
+
+    static func iteration(seconds: Double, observers: Int, instrumented: Instrumentation) -> Outcome<Double> {
         let rate = onFreshThread(timeout: seconds + 30) { () -> Double in
             let loop = Loop.current
+            let tracer = instrumented == .tracer ? LoopTracer(capacity: 65_536) : nil
+            if let tracer { loop.attach(tracer) }
+            if instrumented == .metrics { loop.collectsMetrics = true }
+            defer {
+                if let tracer { loop.detach(tracer) }
+                loop.collectsMetrics = false
+            }
             let state = BusyState()
             let source = LoopSource {
                 state.performed += 1

@@ -55,6 +55,8 @@ enum MetricID {
     static let churn = "churn"
     static let iteration0 = "iteration.0"
     static let iteration6 = "iteration.6"
+    static let iterationMetrics = "iteration.metrics"
+    static let iterationTracer = "iteration.tracer"
     static let descriptor = "descriptor"
     static let idleNone = "idle.none"
     static let idle1Hz = "idle.1hz"
@@ -200,9 +202,16 @@ enum Workloads {
                     .libevent:
                         "libevent 2.1 has no observers (evwatch is 2.2): its loop calls six function pointers at the same two points of each pass"
                 ]),
+            Metric(
+                id: MetricID.iterationMetrics, label: "iterations, metrics on", unit: "iter/s",
+                direction: .higherIsBetter),
+            Metric(
+                id: MetricID.iterationTracer, label: "iterations, tracer on", unit: "iter/s",
+                direction: .higherIsBetter),
         ], curves: [],
         how: [
-            .runLoopKit: "a `LoopSource` that signals itself from its handler; observers watch all activities",
+            .runLoopKit:
+                "a `LoopSource` that signals itself from its handler; observers watch all activities; the last two rows turn `collectsMetrics` on or attach a `LoopTracer` (no observers)",
             .foundation:
                 "a version-0 `CFRunLoopSource` that signals itself; `CFRunLoopObserverCreateWithHandler` on all activities",
             .libevent:
@@ -213,6 +222,21 @@ enum Workloads {
             for (observers, id) in [(0, MetricID.iteration0), (6, MetricID.iteration6)] {
                 sample.record(
                     id, implementation.contender.iteration(seconds: size.iterationSeconds, observers: observers))
+            }
+            // RunLoopKit's instruments (no observers): `collectsMetrics`, and a `LoopTracer` attached.
+            let instrumented = [
+                (RunLoopKitContender.Instrumentation.metrics, MetricID.iterationMetrics),
+                (.tracer, MetricID.iterationTracer),
+            ]
+            for (instrumentation, id) in instrumented {
+                guard implementation == .runLoopKit else {
+                    sample.markMissing([id], BenchError(reason: "RunLoopKit's instruments; no equivalent measured"))
+                    continue
+                }
+                sample.record(
+                    id,
+                    RunLoopKitContender.iteration(
+                        seconds: size.iterationSeconds, observers: 0, instrumented: instrumentation))
             }
             return sample
         })
