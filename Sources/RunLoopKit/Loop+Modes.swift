@@ -286,12 +286,14 @@ extension Loop {
     /// Removes `item` from `mode`, where `.common` means every mode of the common set. Any thread.
     func remove(_ item: Item, forMode mode: Mode) {
         state.withLock { $0.remove(item, forMode: mode) }
+        removals.add(1, ordering: .releasing)
         wakeUpIfForeign()
     }
 
     /// Removes an invalidated item from every mode. Any thread.
     func removeEverywhere(_ item: Item) {
         state.withLock { $0.removeEverywhere(item) }
+        removals.add(1, ordering: .releasing)
         wakeUpIfForeign()
     }
 

@@ -17,6 +17,9 @@ public final class Loop: @unchecked Sendable {
     /// Set by `LoopSource.signal()` so the loop scans its sources only when one was signalled.
     let sourceSignalled = Atomic<Bool>(false)
     let waiting = Atomic<Bool>(false)
+    /// Bumped by every removal of an item: lets a batch of ready descriptors skip re-checking
+    /// membership when nothing was removed meanwhile.
+    let removals = Atomic<UInt64>(0)
     /// Instruments attached from any thread; the loop thread copies them into `instruments`.
     let instrumentRegistry = Locked<[any LoopInstrument]>([])
     let instrumentsChanged = Atomic<Bool>(false)

@@ -233,10 +233,18 @@ extension Loop {
     /// Returns whether any was handled.
     func serveDescriptors(_ ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)], in mode: Mode) -> Bool {
         var handled = false
-        for (source, fired) in ready {
-            guard state.withLock({ _ in source.membership.modes.contains(mode) }) else {
+        // One lock for the batch: which of the ready sources are in the running mode.
+        let inMode: [Bool] = state.withLock { _ in ready.map { $0.0.membership.modes.contains(mode) } }
+        let epoch = removals.load(ordering: .acquiring)
+        for (index, (source, fired)) in ready.enumerated() {
+            // A handler earlier in the batch (or another thread) may have removed this source from
+            // the mode: check again, under the lock, only if anything was removed since.
+            guard inMode[index],
+                removals.load(ordering: .acquiring) == epoch
+                    || state.withLock({ _ in source.membership.modes.contains(mode) })
+            else {
                 // Ready while none of its modes runs: off epoll until one does, so no spin.
-                backend?.watch(source, [])
+                if !inMode[index] { backend?.watch(source, []) }
                 continue
             }
             guard let (handler, wanted) = source.callout else { continue }

@@ -21,7 +21,8 @@ enum CommandLineTool {
           --quick            a run under 30 s (3 repetitions, smaller workloads)
           --tiny             the smoke test's sizes: a few seconds, figures not meaningful
           --filter NAME      run only workloads whose name, title or number matches (repeatable):
-                             post, pingpong, timers, churn, iteration, descriptor, idle, memory
+                             post, pingpong, timers, churn, iteration, descriptor, idle, memory,
+                             actorhop, jobs
           --json PATH        also write the report as JSON to PATH
           --charts DIR       write the SVG charts to DIR (default: docs/benchmarks)
           --no-charts        do not write charts

@@ -1,6 +1,6 @@
 import Synchronization
 
-// The eight workloads. Each implementation (a `Contender`) does every workload the same way in
+// The workloads (the Swift concurrency ones are in ConcurrencyWorkloads.swift). Each implementation (a `Contender`) does every workload the same way in
 // spirit; the per-implementation files say how exactly.
 
 /// One timers run: the cost of scheduling, and how late each timer fired.
@@ -64,6 +64,12 @@ enum MetricID {
     static let memoryLoop = "memory.loop"
     static let pingPongCurve = "pingpong-latency"
     static let timerCurve = "timer-lateness"
+    static let actorHopLoop = "actorhop.loop"
+    static let actorHopDefault = "actorhop.default"
+    static let actorHopLoopP50 = "actorhop.loop.p50"
+    static let actorHopDefaultP50 = "actorhop.default.p50"
+    static let jobsLoop = "jobs.loop"
+    static let jobsDefault = "jobs.default"
 }
 
 /// Leads (seconds from now to the first due time) that let each implementation finish scheduling
@@ -71,7 +77,9 @@ enum MetricID {
 private let timerLeads = Mutex<[Implementation: Double]>([:])
 
 enum Workloads {
-    static let all: [Workload] = [post, pingPong, timers, churn, iteration, descriptor, idle, memory]
+    static let all: [Workload] = [
+        post, pingPong, timers, churn, iteration, descriptor, idle, memory, actorHop, jobs,
+    ]
 
     static let post = Workload(
         number: 1, name: "post", title: "Cross-thread post throughput",

@@ -134,7 +134,13 @@ final class LibeventBackend {
     }
 
     private func dispatch(_ flags: Int32) -> BackendEvents {
-        events = BackendEvents()
+        // Reset in place: the ready array keeps its capacity from one dispatch to the next (the
+        // loop's copy of the previous one, if a nested run is iterating it, is left intact).
+        events.woken = false
+        events.timerExpired = false
+        events.mainQueueReady = false
+        events.callbacks = 0
+        events.ready.removeAll(keepingCapacity: true)
         let code = event_base_loop(base, flags)
         // -1 means libevent failed internally (the base is never re-entered: callbacks only record).
         precondition(code >= 0, "RunLoopKit: event_base_loop failed (errno \(errno))")
