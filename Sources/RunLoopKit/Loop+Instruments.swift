@@ -56,6 +56,7 @@ public protocol LoopInstrument: AnyObject, Sendable {
     func loopDidReach(_ loop: Loop, _ activity: Loop.Activity, mode: Loop.Mode, at time: ContinuousClock.Instant)
 }
 
+/// Default implementations: an instrument implements only the hooks it needs. Loop thread.
 extension LoopInstrument {
     public func loopWillIterate(_ loop: Loop, mode: Loop.Mode, at time: ContinuousClock.Instant) {}
     public func loopWillWait(_ loop: Loop, at time: ContinuousClock.Instant) {}
