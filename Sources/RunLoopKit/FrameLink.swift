@@ -139,12 +139,7 @@ public final class FrameLink: @unchecked Sendable {
     public func add(to loop: Loop, forMode mode: Loop.Mode) {
         state.withLock { state in
             guard state.isValid else { return }
-            if let owner = state.loop {
-                precondition(
-                    owner === loop,
-                    "RunLoopKit: a FrameLink belongs to one loop; it was added to a second loop. Create another link for that loop"
-                )
-            }
+            bindOwner(&state.loop, to: loop, kind: "FrameLink")
             if state.timer == nil {
                 let now = ContinuousClock.now
                 state.anchor = now

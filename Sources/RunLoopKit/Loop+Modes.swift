@@ -8,6 +8,18 @@ import Synchronization
 // guarded by the same lock): membership tests and removals need no table lookups, which keeps
 // scheduling and firing large numbers of timers cheap.
 
+/// Records `loop` as an item's owner: an item belongs to one loop for its whole life, and adding
+/// it to a second one is a programmer error.
+func bindOwner(_ owner: inout Loop?, to loop: Loop, kind: String) {
+    if let current = owner {
+        precondition(
+            current === loop,
+            "RunLoopKit: a \(kind) belongs to one loop; it was added to a second loop. Create another one for that loop"
+        )
+    }
+    owner = loop
+}
+
 /// The modes of its loop an item is in. Guarded by the owning loop's `state` lock.
 struct Membership {
     var modes: [Loop.Mode] = []

@@ -128,13 +128,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
     func bind(to loop: Loop) -> Bool {
         state.withLock { state in
-            if let owner = state.loop {
-                precondition(
-                    owner === loop,
-                    "RunLoopKit: a LoopDescriptorSource belongs to one loop; it was added to a second loop. Create another source for that loop"
-                )
-            }
-            state.loop = loop
+            bindOwner(&state.loop, to: loop, kind: "LoopDescriptorSource")
             return state.isValid
         }
     }

@@ -69,13 +69,7 @@ public final class LoopObserver: @unchecked Sendable {
 
     func bind(to loop: Loop) -> Bool {
         state.withLock { state in
-            if let owner = state.loop {
-                precondition(
-                    owner === loop,
-                    "RunLoopKit: a LoopObserver belongs to one loop; it was added to a second loop. Create another observer for that loop"
-                )
-            }
-            state.loop = loop
+            bindOwner(&state.loop, to: loop, kind: "LoopObserver")
             return state.isValid
         }
     }

@@ -81,13 +81,7 @@ public final class LoopSource: @unchecked Sendable {
     /// Binds the source to `loop`; a source belongs to one loop for its whole life.
     func bind(to loop: Loop) -> (valid: Bool, signalled: Bool) {
         state.withLock { state in
-            if let owner = state.loop {
-                precondition(
-                    owner === loop,
-                    "RunLoopKit: a LoopSource belongs to one loop; it was added to a second loop. Create another source for that loop"
-                )
-            }
-            state.loop = loop
+            bindOwner(&state.loop, to: loop, kind: "LoopSource")
             return (state.isValid, state.isSignalled)
         }
     }

@@ -145,13 +145,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// Binds the timer to `loop`; a timer belongs to one loop for its whole life.
     func bind(to loop: Loop) -> Bool {
         state.withLock { state in
-            if let owner = state.loop {
-                precondition(
-                    owner === loop,
-                    "RunLoopKit: a LoopTimer belongs to one loop; it was added to a second loop. Create another timer for that loop"
-                )
-            }
-            state.loop = loop
+            bindOwner(&state.loop, to: loop, kind: "LoopTimer")
             return state.isValid
         }
     }
