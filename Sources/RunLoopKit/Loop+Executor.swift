@@ -8,7 +8,7 @@ extension Loop: SerialExecutor, TaskExecutor {
     /// Any thread. No closure is allocated per job. Jobs queued to a loop whose thread has exited
     /// never run.
     public func enqueue(_ job: consuming ExecutorJob) {
-        post(Block(modes: Block.commonOnly, body: .job(UnownedJob(job))))
+        post(Block(modes: nil, body: .job(UnownedJob(job))))
     }
 
     /// Traps, with a plain message, unless called on the loop's thread; makes

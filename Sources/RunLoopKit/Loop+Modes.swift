@@ -20,6 +20,16 @@ func bindOwner(_ owner: inout Loop?, to loop: Loop, kind: String) {
     owner = loop
 }
 
+/// Counts changes to a loop's mode tables: bumped under the loop's `state` lock, read without it,
+/// so the loop thread can reuse what it last read about its mode until something changes.
+final class TableVersion: Sendable {
+    private let value = Atomic<UInt64>(1)
+
+    func bump() { value.add(1, ordering: .releasing) }
+
+    var current: UInt64 { value.load(ordering: .acquiring) }
+}
+
 /// The modes of its loop an item is in. Guarded by the owning loop's `state` lock.
 struct Membership {
     var modes: [Loop.Mode] = []
@@ -154,7 +164,50 @@ extension Loop {
         init(mode: Mode) { self.mode = mode }
     }
 
+    /// What the iteration reads about its mode on every pass, kept by the loop thread and reused
+    /// until the tables change: most passes then take no lock and hash no mode name.
+    struct ModeView {
+        let mode: Mode
+        let version: UInt64
+        let isCommon: Bool
+        let hasSourcesOrTimers: Bool
+        let observerMask: Activity
+        /// By `order`, then insertion; the array is shared with the tables, not copied.
+        let observers: [LoopObserver]
+        let nextFireDate: Ticks?
+        /// The earliest latest-allowed fire time: when the loop must wake for timers.
+        let nextWake: Ticks?
+    }
+
+    /// `mode`'s view, read again under the lock only if the tables changed since. Loop thread only.
+    func view(of mode: Mode) -> ModeView {
+        let version = tablesVersion.current
+        if let view = modeView, view.version == version, view.mode == mode { return view }
+        let view = state.withLock { state in
+            let isCommon = state.commonModes.contains(mode)
+            // Read inside the lock: no change can land between this and the tables read below.
+            let version = state.version.current
+            guard state.modes[mode] != nil else {
+                return ModeView(
+                    mode: mode, version: version, isCommon: isCommon, hasSourcesOrTimers: false, observerMask: [],
+                    observers: [], nextFireDate: nil, nextWake: nil)
+            }
+            // Dropping stale heap tops leaves the live tops as they were: not a change.
+            let nextFireDate = state.modes[mode]!.liveTop(\.byFireDate)?.key
+            let nextWake = state.modes[mode]!.liveTop(\.byLatest)?.key
+            let items = state.modes[mode]!
+            return ModeView(
+                mode: mode, version: version, isCommon: isCommon, hasSourcesOrTimers: items.hasSourcesOrTimers,
+                observerMask: items.observerMask, observers: items.observers, nextFireDate: nextFireDate,
+                nextWake: nextWake)
+        }
+        modeView = view
+        return view
+    }
+
     struct State {
+        /// Bumped by every change to what follows; read without the lock (see `ModeView`).
+        let version: TableVersion
         var modes: [Mode: ModeItems] = [:]
         var commonModes: Set<Mode> = [.default, .tracking]
         /// Items added to `.common`: they join every mode later added to the common set.
@@ -171,9 +224,15 @@ extension Loop {
             return nextSequence
         }
 
-        /// Runs `body` on `mode`'s tables in place (one hash lookup, no copy), creating them if needed.
+        init(version: TableVersion = TableVersion()) {
+            self.version = version
+        }
+
+        /// Runs `body` on `mode`'s tables in place (one hash lookup, no copy), creating them if
+        /// needed. Every change to a mode's tables goes through here, so it counts as a change.
         mutating func withItems<R>(of mode: Mode, _ body: (inout ModeItems) -> R) -> R {
-            body(&modes[mode, default: ModeItems(mode: mode)])
+            version.bump()
+            return body(&modes[mode, default: ModeItems(mode: mode)])
         }
 
         /// Inserts `item` into one real mode. Returns false if it was already there.

@@ -17,15 +17,28 @@ extension Loop {
             case closure(@Sendable () -> Void)
             /// A Swift concurrency job: queued as is, no closure allocated per job.
             case job(UnownedJob)
+            case taken
         }
 
-        let modes: [Mode]
-        let body: Body
+        /// The modes it may run in; nil for the common modes, the usual case, which then costs no
+        /// array and no reference count shared by every posting thread.
+        let modes: [Mode]?
+        /// `.taken` once moved out to run.
+        var body: Body
         /// When it was posted, while an instrument measures queue delay; 0 otherwise.
         var postedAt: Ticks = 0
 
-        /// `[.common]`, shared so that queuing a job allocates no array.
-        static let commonOnly: [Mode] = [.common]
+        init(modes: [Mode]?, body: consuming Body) {
+            self.modes = modes?.count == 1 && modes?[0] == .common ? nil : modes
+            self.body = body
+        }
+
+        /// Moves the body out, leaving `.taken`: no retain or release of the closure's context.
+        mutating func takeBody() -> Body {
+            var body = Body.taken
+            swap(&body, &self.body)
+            return body
+        }
     }
 
     struct Inbox {
@@ -42,7 +55,7 @@ extension Loop {
     /// Any thread. Blocks from one thread run in the order they were posted; blocks for modes that
     /// are not running wait, they are not dropped. Many posts between two iterations cost one
     /// wake-up. Blocks posted to a loop whose thread has exited are discarded.
-    public func perform(inModes modes: [Mode] = [.common], _ block: @escaping @Sendable () -> Void) {
+    public func perform(inModes modes: [Mode] = [.common], _ block: consuming @escaping @Sendable () -> Void) {
         precondition(
             !modes.isEmpty, "RunLoopKit: perform(inModes:) needs at least one mode, or the block could never run")
         post(Block(modes: modes, body: .closure(block)))
@@ -52,18 +65,20 @@ extension Loop {
     /// as `perform(inModes: [.common], block)`, without building a mode array per call.
     ///
     /// Any thread.
-    public func perform(_ block: @escaping @Sendable () -> Void) {
-        post(Block(modes: Block.commonOnly, body: .closure(block)))
+    public func perform(_ block: consuming @escaping @Sendable () -> Void) {
+        post(Block(modes: nil, body: .closure(block)))
     }
 
     /// Appends to the inbox and wakes the loop once (see the top of this file). Any thread.
-    func post(_ block: Block) {
-        var block = block
+    func post(_ block: consuming Block) {
         if stampsPostedWork { block.postedAt = TickClock.now }
         let foreign = !isCurrentThread
+        // Moved into the inbox, not copied: a copy would cost a retain and a release of the
+        // closure's context, a cache line the loop thread is releasing at the same time.
+        var moving: Block? = consume block
         let mustWake = inbox.withLock { inbox in
             guard !inbox.closed else { return false }
-            inbox.blocks.append(block)
+            inbox.blocks.append(moving.take()!)
             // The loop's own thread checks its inbox before sleeping; only other threads must wake it.
             return foreign && Loop.claimWakeUp(&inbox)
         }
@@ -138,13 +153,23 @@ extension Loop {
         spareBlocks = taken
     }
 
+    /// Before sleeping: takes the inbox, first reading the eventfd if a wake-up was written for it.
+    /// The loop takes posts without polling the kernel, so the wake-up of posts it has already
+    /// taken would otherwise end its next sleep at once. Read before the take, never after: a post
+    /// landing in between then either finds the flag still set (and is taken here) or writes again.
+    func takeInboxBeforeSleeping() {
+        guard inbox.withLock({ $0.wakePending }) else { return }
+        _ = LibeventBackend.drainEventDescriptor(wakeDescriptor)
+        takeInbox(consumedWakeUp: true)
+    }
+
     /// Runs the pending blocks that may run in `mode`, in posting order; the others keep waiting.
     /// Blocks posted meanwhile wait for the next pass. Loop thread only. Returns whether any ran.
     @discardableResult
     func runBlocks(in mode: Mode) -> Bool {
         takeInbox(consumedWakeUp: false)
         guard !pendingBlocks.isEmpty else { return false }
-        let modeIsCommon = state.withLock { $0.commonModes.contains(mode) }
+        let modeIsCommon = view(of: mode).isCommon
         var runnable: [Block]
         if pendingBlocks.allSatisfy({ Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }) {
             // The usual case: everything pending may run.
@@ -155,30 +180,34 @@ extension Loop {
             // Set before running: a nested run inside a block must see only what is still pending.
             pendingBlocks.removeAll { Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }
         }
-        defer {
-            if spareBlocks.capacity < runnable.capacity {
-                runnable.removeAll(keepingCapacity: true)
-                spareBlocks = runnable
-            }
-        }
-        for block in runnable {
-            switch block.body {
+        let ran = !runnable.isEmpty
+        // Each body is moved out of the array before its callout and dies after it: the closure's
+        // context is released once and never retained on the way (the posting thread holds
+        // references to the same objects, so every extra count would bounce a cache line).
+        for index in runnable.indices {
+            let postedAt = runnable[index].postedAt
+            switch runnable[index].takeBody() {
             case .closure(let body):
-                callOut(.block, postedAt: block.postedAt, body)
+                callOut(.block, postedAt: postedAt, body)
             case .job(let job):
-                callOut(.job, postedAt: block.postedAt) {
+                callOut(.job, postedAt: postedAt) {
                     job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
                 }
+            case .taken:
+                break
             }
         }
-        return !runnable.isEmpty
+        runnable.removeAll(keepingCapacity: true)
+        // Empty, with its capacity: the next take swaps it with the inbox instead of growing one.
+        if spareBlocks.capacity < runnable.capacity { spareBlocks = runnable }
+        return ran
     }
 
     /// Whether a block that may run in `mode` is pending (including ones posted from this thread).
     func hasBlocks(for mode: Mode) -> Bool {
         takeInbox(consumedWakeUp: false)
         guard !pendingBlocks.isEmpty else { return false }
-        let modeIsCommon = state.withLock { $0.commonModes.contains(mode) }
+        let modeIsCommon = view(of: mode).isCommon
         return pendingBlocks.contains { Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }
     }
 
@@ -186,7 +215,8 @@ extension Loop {
     /// once per pass, not per block).
     @inline(__always)
     static func block(_ block: Block, mayRunIn mode: Mode, modeIsCommon: Bool) -> Bool {
-        for candidate in block.modes
+        guard let modes = block.modes else { return modeIsCommon }
+        for candidate in modes
         where candidate == mode || (modeIsCommon && candidate == .common) {
             return true
         }

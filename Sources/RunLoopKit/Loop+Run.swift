@@ -120,7 +120,7 @@ extension Loop {
 
         // 2.4 Poll without blocking; sleep only if nothing is ready and nothing is owed.
         syncDescriptors(for: mode, backend)
-        var events = backend.pollNow()
+        var events = backend.hasPollableEvents ? backend.pollNow() : BackendEvents()
         if !handledSource, !deadline.pollOnly, events.isEmpty, !hasWorkBeforeSleeping(mode, frame, deadline) {
             notify(.beforeWaiting, in: mode)
             // A beforeWaiting observer may have queued work or stopped the run: do not sleep on it.
@@ -161,13 +161,13 @@ extension Loop {
     /// a passed deadline, or a mode left empty (its last block ran): step 7 then returns at once
     /// instead of sleeping until the timeout on a mode nothing can wake.
     private func hasWorkBeforeSleeping(_ mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
+        takeInboxBeforeSleeping()
         let now = ContinuousClock.now
         if frame.stopped.load(ordering: .acquiring) || sourceSignalled.load(ordering: .acquiring) { return true }
         if deadline.hasPassed(now) || hasBlocks(for: mode) { return true }
         if mainQueuePending && mayDrainMainQueue(in: mode) { return true }
-        guard let due = nextFireDate(in: mode) else {
-            return !state.withLock { $0.modes[mode]?.hasSourcesOrTimers ?? false }
-        }
+        let view = view(of: mode)
+        guard let due = view.nextFireDate else { return !view.hasSourcesOrTimers }
         return due <= TickClock.ticks(now)
     }
 
@@ -175,8 +175,9 @@ extension Loop {
     func isFinished(_ mode: Mode) -> Bool {
         if mode == .common { return true }
         // The main loop serves the main dispatch queue in every common mode: never empty there.
-        if isMainLoop && state.withLock({ $0.commonModes.contains(mode) }) { return false }
-        if state.withLock({ $0.modes[mode]?.hasSourcesOrTimers ?? false }) { return false }
+        let view = view(of: mode)
+        if isMainLoop && view.isCommon { return false }
+        if view.hasSourcesOrTimers { return false }
         return !hasBlocks(for: mode)
     }
 
@@ -205,7 +206,7 @@ extension Loop {
 
     /// Main loop only: in a common mode and not already inside a drain.
     private func mayDrainMainQueue(in mode: Mode) -> Bool {
-        isMainLoop && !drainingMainQueue && state.withLock { $0.commonModes.contains(mode) }
+        isMainLoop && !drainingMainQueue && view(of: mode).isCommon
     }
 
     /// Drains `DispatchQueue.main` (and so `@MainActor` jobs) if it signalled work and `mode` may
@@ -224,11 +225,10 @@ extension Loop {
     /// Calls the observers of `mode` that watch `activity`, in order.
     func notify(_ activity: Activity, in mode: Mode) {
         instrumentPhase(activity, mode)
-        let observers: [LoopObserver] = state.withLock { state in
-            guard let items = state.modes[mode], items.observerMask.contains(activity) else { return [] }
-            return items.observers.filter { $0.activities.contains(activity) }
-        }
-        for observer in observers {
+        let view = view(of: mode)
+        guard view.observerMask.contains(activity) else { return }
+        // The view's array: a callout that changes the tables replaces the view, not this array.
+        for observer in view.observers where observer.activities.contains(activity) {
             callOut(.observer) { observer.callOut(activity) }
         }
     }
@@ -257,20 +257,17 @@ extension Loop {
 
     // MARK: Timers
 
-    /// The earliest fire date of `mode`'s timers.
-    private func nextFireDate(in mode: Mode) -> Ticks? {
-        state.withLock { $0.modes[mode]?.liveTop(\.byFireDate)?.key }
-    }
-
     /// When the loop must wake for `mode`'s timers: the earliest latest-allowed fire time
     /// (fire date + tolerance), which lets tolerant timers share a wake-up.
     private func nextTimerWake(in mode: Mode) -> ContinuousClock.Instant? {
-        state.withLock { $0.modes[mode]?.liveTop(\.byLatest)?.key }.map(TickClock.instant)
+        view(of: mode).nextWake.map(TickClock.instant)
     }
 
     /// Fires every timer of `mode` whose fire date has passed, in fire-date order.
     private func fireTimers(in mode: Mode) {
         let now = TickClock.now
+        // Nothing due: no lock (popping below changes the tables, so the view is read afresh).
+        guard let next = view(of: mode).nextFireDate, next <= now else { return }
         var due: [(timer: LoopTimer, generation: UInt64)] = []
         state.withLock { state in
             guard state.modes[mode] != nil else { return }

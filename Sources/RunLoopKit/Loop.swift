@@ -11,7 +11,9 @@ public final class Loop: @unchecked Sendable {
     // MARK: Thread-safe state
 
     /// Mode tables, the common set, and the run stack, shared with other threads.
-    let state = Locked(State())
+    let state: Locked<State>
+    /// The mode tables' change counter (`state.version`), read without taking the lock.
+    let tablesVersion: TableVersion
     /// Blocks posted from any thread plus the coalesced wake-up flag (see `Loop+Perform.swift`).
     let inbox = Locked(Inbox())
     /// Set by `LoopSource.signal()` so the loop scans its sources only when one was signalled.
@@ -42,6 +44,10 @@ public final class Loop: @unchecked Sendable {
     var spareBlocks: [Block] = []
     /// The attached instruments, nil when none (loop thread; refreshed from `instrumentRegistry`).
     var instruments: [any LoopInstrument]?
+    /// The tables' version when the descriptor change queue was last emptied.
+    var descriptorChangesSeen: UInt64 = 0
+    /// What the iteration last read about its mode (see `view(of:)`).
+    var modeView: ModeView?
     /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
     var mainQueuePending = false
     /// Main loop: inside `_dispatch_main_queue_callback_4CF`, which must not be re-entered.
@@ -49,6 +55,9 @@ public final class Loop: @unchecked Sendable {
 
     private init(isMainLoop: Bool) {
         self.isMainLoop = isMainLoop
+        let version = TableVersion()
+        self.tablesVersion = version
+        self.state = Locked(State(version: version))
         self.wakeDescriptor = LibeventBackend.makeWakeDescriptor()
     }
 
@@ -120,6 +129,7 @@ public final class Loop: @unchecked Sendable {
         precondition(mode != .common, "RunLoopKit: .common is the common set itself, not a mode to add to it")
         state.withLock { state in
             guard state.commonModes.insert(mode).inserted else { return }
+            state.version.bump()
             for item in state.commonItems.values {
                 state.insert(item, into: mode)
             }
@@ -141,7 +151,8 @@ public final class Loop: @unchecked Sendable {
         let items = state.withLock { state in
             let items = state.allItems()
             for item in items { item.withMembership { $0 = Membership() } }
-            state = State()
+            state = State(version: state.version)
+            state.version.bump()
             return items
         }
         for item in items { item.loopDidTearDown() }

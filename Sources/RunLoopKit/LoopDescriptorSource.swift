@@ -185,7 +185,10 @@ extension Loop {
     /// Queues `source` for the loop thread to bring libevent in line with it; on the loop thread
     /// that happens at once, so that a descriptor is off epoll before its owner closes it.
     func descriptorDidChange(_ source: LoopDescriptorSource) {
-        state.withLock { $0.descriptorChanges.append(source) }
+        state.withLock { state in
+            state.descriptorChanges.append(source)
+            state.version.bump()
+        }
         if isCurrentThread {
             if let backend { applyDescriptorChanges(backend) }
         } else {
@@ -208,8 +211,11 @@ extension Loop {
     }
 
     func applyDescriptorChanges(_ backend: LibeventBackend) {
+        // Queuing a change bumps the tables' version: unchanged since the queue was emptied, no lock.
+        guard tablesVersion.current != descriptorChangesSeen else { return }
         let mode = backend.registeredMode
         let changes: [(LoopDescriptorSource, Bool)] = state.withLock { state in
+            descriptorChangesSeen = state.version.current
             guard !state.descriptorChanges.isEmpty else { return [] }
             defer { state.descriptorChanges.removeAll(keepingCapacity: true) }
             return state.descriptorChanges.map { source in

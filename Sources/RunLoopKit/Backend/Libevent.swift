@@ -44,6 +44,13 @@ final class LibeventBackend {
     private var registrations: [ObjectIdentifier: Registration] = [:]
     /// The mode whose descriptor sources are all registered (others may be, until they fire).
     var registeredMode: Loop.Mode?
+    /// Descriptor sources currently added to the base (their events pending in epoll).
+    private var watchedCount = 0
+
+    /// Whether a non-blocking poll could find anything the loop does not already know about: a
+    /// descriptor source or the main queue is watched. Wake-ups and timer expiries need no poll:
+    /// the loop checks its inbox and its timers' fire dates in memory before it sleeps.
+    var hasPollableEvents: Bool { watchedCount > 0 || mainQueueEvent != nil }
 
     /// A descriptor source's event in the base.
     final class Registration {
@@ -210,6 +217,7 @@ final class LibeventBackend {
                 if registration.flags != 0 {
                     event_del(registration.event)
                     registration.flags = 0
+                    watchedCount -= 1
                 }
                 if events == nil {
                     registrations[id] = nil
@@ -224,7 +232,11 @@ final class LibeventBackend {
         if let existing = registrations[id] {
             guard existing.flags != flags else { return }
             registration = existing
-            if registration.flags != 0 { event_del(registration.event) }
+            if registration.flags != 0 {
+                event_del(registration.event)
+                registration.flags = 0
+                watchedCount -= 1
+            }
         } else {
             registration = Registration(source: source, backend: self)
             registrations[id] = registration
@@ -243,7 +255,6 @@ final class LibeventBackend {
         if code == 0 { code = event_add(registration.event, nil) }
         guard code == 0 else {
             let reason = errno
-            registration.flags = 0
             registrations[id] = nil
             release(registration)
             source.fail(
@@ -253,9 +264,14 @@ final class LibeventBackend {
             return
         }
         registration.flags = flags
+        watchedCount += 1
     }
 
     private func release(_ registration: Registration) {
+        if registration.flags != 0 {
+            registration.flags = 0
+            watchedCount -= 1
+        }
         if let event = registration.event {
             event_free(event)  // also deletes it if pending
             registration.event = nil
