@@ -30,9 +30,67 @@ final class TableVersion: Sendable {
     var current: UInt64 { value.load(ordering: .acquiring) }
 }
 
+/// A short list of distinct modes, the first two stored inline: almost every item is in one mode
+/// or in the two default common modes, and adding a timer should not allocate an array for that.
+struct ModeList: Sequence {
+    private var first: Loop.Mode?
+    private var second: Loop.Mode?
+    private var others: [Loop.Mode] = []
+
+    var isEmpty: Bool { first == nil }
+
+    func contains(_ mode: Loop.Mode) -> Bool {
+        first == mode || second == mode || (!others.isEmpty && others.contains(mode))
+    }
+
+    /// Appends `mode`; the caller checks it is not there yet.
+    mutating func append(_ mode: Loop.Mode) {
+        if first == nil {
+            first = mode
+        } else if second == nil {
+            second = mode
+        } else {
+            others.append(mode)
+        }
+    }
+
+    /// Removes `mode`; returns false if it was not there.
+    mutating func remove(_ mode: Loop.Mode) -> Bool {
+        if first == mode {
+            first = second
+            second = others.isEmpty ? nil : others.removeFirst()
+        } else if second == mode {
+            second = others.isEmpty ? nil : others.removeFirst()
+        } else if let index = others.firstIndex(of: mode) {
+            others.remove(at: index)
+        } else {
+            return false
+        }
+        return true
+    }
+
+    /// Filled in order (`second` only after `first`, `others` only after both), so iteration stops
+    /// at the first empty slot.
+    struct Iterator: IteratorProtocol {
+        fileprivate let list: ModeList
+        fileprivate var index = 0
+
+        mutating func next() -> Loop.Mode? {
+            defer { index += 1 }
+            switch index {
+            case 0: return list.first
+            case 1: return list.second
+            default: return index - 2 < list.others.count ? list.others[index - 2] : nil
+            }
+        }
+    }
+
+    func makeIterator() -> Iterator { Iterator(list: self) }
+}
+
 /// The modes of its loop an item is in. Guarded by the owning loop's `state` lock.
 struct Membership {
-    var modes: [Loop.Mode] = []
+    var modes = ModeList()
     /// Added to `.common` (so it joins modes added to the common set later).
     var isCommon = false
 
@@ -270,9 +328,7 @@ extension Loop {
         @discardableResult
         mutating func remove(_ item: Item, from mode: Mode) -> Bool {
             let removed = item.withMembership { membership in
-                guard let index = membership.modes.firstIndex(of: mode) else { return false }
-                membership.modes.remove(at: index)
-                return true
+                membership.modes.remove(mode)
             }
             guard removed else { return false }
             withItems(of: mode) { items in

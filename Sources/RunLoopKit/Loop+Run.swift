@@ -150,7 +150,7 @@ extension Loop {
 
         // 2.7 The result, in CFRunLoop's order.
         if handledSource && returnAfterSourceHandled { return .handledSource }
-        if deadline.hasPassed(.now) { return .timedOut }
+        if deadline.instant != nil && deadline.hasPassed(.now) { return .timedOut }
         if frame.stopped.load(ordering: .acquiring) { return .stopped }
         if isFinished(mode) { return .finished }
         handledSource = false
@@ -265,9 +265,10 @@ extension Loop {
 
     /// Fires every timer of `mode` whose fire date has passed, in fire-date order.
     private func fireTimers(in mode: Mode) {
-        let now = TickClock.now
         // Nothing due: no lock (popping below changes the tables, so the view is read afresh).
-        guard let next = view(of: mode).nextFireDate, next <= now else { return }
+        guard let next = view(of: mode).nextFireDate else { return }
+        let now = TickClock.now
+        guard next <= now else { return }
         var due: [(timer: LoopTimer, generation: UInt64)] = []
         state.withLock { state in
             guard state.modes[mode] != nil else { return }

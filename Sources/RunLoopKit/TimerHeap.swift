@@ -52,8 +52,9 @@ struct TimerHeap {
         guard !entries.isEmpty else { return nil }
         let last = entries.removeLast()
         guard !entries.isEmpty else { return last }
-        let first = entries[0]
-        entries[0] = last
+        // Swap the last entry into the root (a move, not a copy), then restore the order.
+        var first = last
+        swap(&first, &entries[0])
         siftDown(0)
         return first
     }
@@ -69,31 +70,40 @@ struct TimerHeap {
         }
     }
 
+    // The sifts move entries bitwise through a hole instead of assigning them: an assignment would
+    // retain and release a timer per level, which dominated firing large numbers of timers.
+
     private mutating func siftUp(_ start: Int) {
-        var child = start
-        let moving = entries[child]
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard moving.precedes(entries[parent]) else { break }
-            entries[child] = entries[parent]
-            child = parent
+        entries.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            var child = start
+            let moving = (base + child).move()
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard moving.precedes(base[parent]) else { break }
+                (base + child).moveInitialize(from: base + parent, count: 1)
+                child = parent
+            }
+            (base + child).initialize(to: moving)
         }
-        entries[child] = moving
     }
 
     private mutating func siftDown(_ start: Int) {
-        var parent = start
-        let count = entries.count
-        let moving = entries[parent]
-        while true {
-            let left = 2 * parent + 1
-            guard left < count else { break }
-            let right = left + 1
-            let child = right < count && entries[right].precedes(entries[left]) ? right : left
-            guard entries[child].precedes(moving) else { break }
-            entries[parent] = entries[child]
-            parent = child
+        entries.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            let count = buffer.count
+            var parent = start
+            let moving = (base + parent).move()
+            while true {
+                let left = 2 * parent + 1
+                guard left < count else { break }
+                let right = left + 1
+                let child = right < count && base[right].precedes(base[left]) ? right : left
+                guard base[child].precedes(moving) else { break }
+                (base + parent).moveInitialize(from: base + child, count: 1)
+                parent = child
+            }
+            (base + parent).initialize(to: moving)
         }
-        entries[parent] = moving
     }
 }

@@ -278,4 +278,36 @@ private func runBriefly(_ loop: Loop, _ mode: Loop.Mode) -> Loop.RunResult {
         #expect(!inDefault)
         #expect(calloutsAfterRemoval == 0)
     }
+
+    /// The inline mode list behind item membership, against an array doing the same: removals from
+    /// every position, so that later modes move into the inline slots.
+    @Test(arguments: [
+        ["default"], ["default", "tracking"], ["a", "b", "c"], ["a", "b", "c", "d", "e"],
+    ])
+    func modeListKeepsOrderThroughAppendsAndRemovals(names: [String]) {
+        let modes = names.map { Loop.Mode($0) }
+        for removed in modes.indices {
+            var list = ModeList()
+            var reference: [Loop.Mode] = []
+            for mode in modes {
+                list.append(mode)
+                reference.append(mode)
+            }
+            #expect(Array(list) == reference)
+            let removedOnce = list.remove(modes[removed])
+            let removedTwice = list.remove(modes[removed])
+            #expect(removedOnce && !removedTwice)
+            reference.remove(at: removed)
+            #expect(Array(list) == reference)
+            #expect(modes.map { list.contains($0) } == modes.map { reference.contains($0) })
+            for mode in reference {
+                let wasThere = list.remove(mode)
+                #expect(wasThere)
+            }
+            #expect(list.isEmpty)
+            #expect(Array(list).isEmpty)
+            list.append("again")
+            #expect(Array(list) == ["again"])
+        }
+    }
 }
