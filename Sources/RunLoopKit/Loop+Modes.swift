@@ -223,18 +223,32 @@ extension Loop {
     }
 
     /// What the iteration reads about its mode on every pass, kept by the loop thread and reused
-    /// until the tables change: most passes then take no lock and hash no mode name.
-    struct ModeView {
+    /// until the tables change: most passes then take no lock and hash no mode name. A class, so
+    /// that handing it out costs one reference count, not one per field.
+    final class ModeView {
         let mode: Mode
         let version: UInt64
         let isCommon: Bool
         let hasSourcesOrTimers: Bool
         let observerMask: Activity
-        /// By `order`, then insertion; the array is shared with the tables, not copied.
+        /// By `order`, then insertion; the arrays are shared with the tables, not copied.
         let observers: [LoopObserver]
+        let sources: [LoopSource]
         let nextFireDate: Ticks?
         /// The earliest latest-allowed fire time: when the loop must wake for timers.
         let nextWake: Ticks?
+
+        init(mode: Mode, version: UInt64, isCommon: Bool, items: ModeItems?, nextFireDate: Ticks?, nextWake: Ticks?) {
+            self.mode = mode
+            self.version = version
+            self.isCommon = isCommon
+            self.hasSourcesOrTimers = items?.hasSourcesOrTimers ?? false
+            self.observerMask = items?.observerMask ?? []
+            self.observers = items?.observers ?? []
+            self.sources = items?.sources ?? []
+            self.nextFireDate = nextFireDate
+            self.nextWake = nextWake
+        }
     }
 
     /// `mode`'s view, read again under the lock only if the tables changed since. Loop thread only.
@@ -247,16 +261,13 @@ extension Loop {
             let version = state.version.current
             guard state.modes[mode] != nil else {
                 return ModeView(
-                    mode: mode, version: version, isCommon: isCommon, hasSourcesOrTimers: false, observerMask: [],
-                    observers: [], nextFireDate: nil, nextWake: nil)
+                    mode: mode, version: version, isCommon: isCommon, items: nil, nextFireDate: nil, nextWake: nil)
             }
             // Dropping stale heap tops leaves the live tops as they were: not a change.
             let nextFireDate = state.modes[mode]!.liveTop(\.byFireDate)?.key
             let nextWake = state.modes[mode]!.liveTop(\.byLatest)?.key
-            let items = state.modes[mode]!
             return ModeView(
-                mode: mode, version: version, isCommon: isCommon, hasSourcesOrTimers: items.hasSourcesOrTimers,
-                observerMask: items.observerMask, observers: items.observers, nextFireDate: nextFireDate,
+                mode: mode, version: version, isCommon: isCommon, items: state.modes[mode], nextFireDate: nextFireDate,
                 nextWake: nextWake)
         }
         modeView = view

@@ -238,13 +238,20 @@ extension Loop {
     /// Performs the signalled sources of `mode` by order, then signal time. Returns whether any ran.
     private func performSources(in mode: Mode) -> Bool {
         guard sourceSignalled.exchange(false, ordering: .acquiringAndReleasing) else { return false }
-        let sources = state.withLock { $0.modes[mode]?.sources ?? [] }
-        var signalled: [(source: LoopSource, since: UInt64)] = []
-        for source in sources {
+        // The view's array (no lock); a loop-thread scratch array (no allocation per pass).
+        var signalled = signalledScratch
+        signalledScratch = []
+        defer {
+            signalled.removeAll(keepingCapacity: true)
+            signalledScratch = signalled
+        }
+        for source in view(of: mode).sources {
             if let since = source.pendingSignal { signalled.append((source, since)) }
         }
         guard !signalled.isEmpty else { return false }
-        signalled.sort { ($0.source.order, $0.since) < ($1.source.order, $1.since) }
+        if signalled.count > 1 {
+            signalled.sort { ($0.source.order, $0.since) < ($1.source.order, $1.since) }
+        }
         var handled = false
         for (source, _) in signalled {
             // Unsignalled just before the callout: a signal during it runs the source again.

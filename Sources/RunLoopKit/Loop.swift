@@ -46,6 +46,8 @@ public final class Loop: @unchecked Sendable {
     var instruments: [any LoopInstrument]?
     /// The tables' version when the descriptor change queue was last emptied.
     var descriptorChangesSeen: UInt64 = 0
+    /// Reused by each pass over signalled sources, so that it allocates nothing.
+    var signalledScratch: [(source: LoopSource, since: UInt64)] = []
     /// What the iteration last read about its mode (see `view(of:)`).
     var modeView: ModeView?
     /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
