@@ -235,7 +235,8 @@ extension Loop {
         let observers: [LoopObserver]
         let sources: [LoopSource]
         let nextFireDate: Ticks?
-        /// The earliest latest-allowed fire time: when the loop must wake for timers.
+        /// The earliest latest-allowed fire time (fire date + tolerance): when the loop must wake
+        /// for timers, which lets tolerant timers share a wake-up.
         let nextWake: Ticks?
 
         init(mode: Mode, version: UInt64, isCommon: Bool, items: ModeItems?, nextFireDate: Ticks?, nextWake: Ticks?) {

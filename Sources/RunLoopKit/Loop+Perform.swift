@@ -140,15 +140,19 @@ extension Loop {
             if consumedWakeUp { inbox.wakePending = false }
             if !inbox.blocks.isEmpty { swap(&inbox.blocks, &taken) }
         }
-        guard !taken.isEmpty else {
-            spareBlocks = taken
-            return
-        }
-        if pendingBlocks.isEmpty {
-            swap(&pendingBlocks, &taken)
-        } else {
-            pendingBlocks.append(contentsOf: taken)
-            taken.removeAll(keepingCapacity: true)
+        queuePending(&taken)
+    }
+
+    /// Appends blocks taken from the inbox to `pendingBlocks`; `taken` (emptied, capacity kept)
+    /// becomes the spare array.
+    private func queuePending(_ taken: inout [Block]) {
+        if !taken.isEmpty {
+            if pendingBlocks.isEmpty {
+                swap(&pendingBlocks, &taken)
+            } else {
+                pendingBlocks.append(contentsOf: taken)
+                taken.removeAll(keepingCapacity: true)
+            }
         }
         spareBlocks = taken
     }
@@ -158,9 +162,18 @@ extension Loop {
     /// taken would otherwise end its next sleep at once. Read before the take, never after: a post
     /// landing in between then either finds the flag still set (and is taken here) or writes again.
     func takeInboxBeforeSleeping() {
-        guard inbox.withLock({ $0.wakePending }) else { return }
-        _ = LibeventBackend.drainEventDescriptor(wakeDescriptor)
-        takeInbox(consumedWakeUp: true)
+        // One lock in the usual case (no wake-up pending): look at the flag and take the posts.
+        var taken = spareBlocks
+        spareBlocks = []
+        let wakePending = inbox.withLock { inbox in
+            if !inbox.wakePending, !inbox.blocks.isEmpty { swap(&inbox.blocks, &taken) }
+            return inbox.wakePending
+        }
+        queuePending(&taken)
+        if wakePending {
+            _ = LibeventBackend.drainEventDescriptor(wakeDescriptor)
+            takeInbox(consumedWakeUp: true)
+        }
     }
 
     /// Runs the pending blocks that may run in `mode`, in posting order; the others keep waiting.
@@ -206,6 +219,11 @@ extension Loop {
     /// Whether a block that may run in `mode` is pending (including ones posted from this thread).
     func hasBlocks(for mode: Mode) -> Bool {
         takeInbox(consumedWakeUp: false)
+        return hasPendingBlocks(for: mode)
+    }
+
+    /// Whether a block already moved out of the inbox may run in `mode`.
+    func hasPendingBlocks(for mode: Mode) -> Bool {
         guard !pendingBlocks.isEmpty else { return false }
         let modeIsCommon = view(of: mode).isCommon
         return pendingBlocks.contains { Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }

@@ -42,36 +42,38 @@ extension Loop {
 
     /// When a run times out. `pollOnly`: a zero timeout, one pass without sleeping.
     struct RunDeadline {
-        var instant: ContinuousClock.Instant?
+        /// In ticks: the iteration compares it with the clock several times per pass, and
+        /// `ContinuousClock.Instant` (a resilient type) costs witness-table calls per copy.
+        var ticks: Ticks?
         var pollOnly: Bool
 
         init(after timeout: Duration?) {
-            let now = ContinuousClock.now
             guard let timeout else {
-                self.init(instant: nil, pollOnly: false)
+                self.init(ticks: nil, pollOnly: false)
                 return
             }
+            let now = ContinuousClock.now
             if timeout <= .zero {
-                self.init(instant: now, pollOnly: true)
+                self.init(ticks: TickClock.ticks(now), pollOnly: true)
             } else if timeout > .seconds(100 * 365 * 86_400) {
-                self.init(instant: nil, pollOnly: false)  // "forever"
+                self.init(ticks: nil, pollOnly: false)  // "forever"
             } else {
-                self.init(instant: now + timeout, pollOnly: false)
+                self.init(ticks: TickClock.ticks(now + timeout), pollOnly: false)
             }
         }
 
         init(at deadline: ContinuousClock.Instant) {
-            self.init(instant: deadline, pollOnly: deadline <= .now)
+            self.init(ticks: TickClock.ticks(deadline), pollOnly: deadline <= .now)
         }
 
-        private init(instant: ContinuousClock.Instant?, pollOnly: Bool) {
-            self.instant = instant
+        private init(ticks: Ticks?, pollOnly: Bool) {
+            self.ticks = ticks
             self.pollOnly = pollOnly
         }
 
-        func hasPassed(_ now: ContinuousClock.Instant) -> Bool {
-            guard let instant else { return false }
-            return now >= instant
+        func hasPassed(_ now: Ticks) -> Bool {
+            guard let ticks else { return false }
+            return now >= ticks
         }
     }
 
@@ -126,7 +128,7 @@ extension Loop {
             // A beforeWaiting observer may have queued work or stopped the run: do not sleep on it.
             if !hasWorkBeforeSleeping(mode, frame, deadline) {
                 syncDescriptors(for: mode, backend)
-                let wake = earliest(nextTimerWake(in: mode), deadline.instant)
+                let wake = earliest(view(of: mode).nextWake, deadline.ticks)
                 waiting.store(true, ordering: .releasing)
                 instrumentWait(true)
                 events = backend.wait(until: wake)
@@ -150,7 +152,7 @@ extension Loop {
 
         // 2.7 The result, in CFRunLoop's order.
         if handledSource && returnAfterSourceHandled { return .handledSource }
-        if deadline.instant != nil && deadline.hasPassed(.now) { return .timedOut }
+        if deadline.ticks != nil && deadline.hasPassed(TickClock.now) { return .timedOut }
         if frame.stopped.load(ordering: .acquiring) { return .stopped }
         if isFinished(mode) { return .finished }
         handledSource = false
@@ -162,13 +164,16 @@ extension Loop {
     /// instead of sleeping until the timeout on a mode nothing can wake.
     private func hasWorkBeforeSleeping(_ mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
         takeInboxBeforeSleeping()
-        let now = ContinuousClock.now
         if frame.stopped.load(ordering: .acquiring) || sourceSignalled.load(ordering: .acquiring) { return true }
-        if deadline.hasPassed(now) || hasBlocks(for: mode) { return true }
+        if hasPendingBlocks(for: mode) { return true }
         if mainQueuePending && mayDrainMainQueue(in: mode) { return true }
         let view = view(of: mode)
+        // The clock is read only if there is a deadline or a timer to compare with.
+        guard deadline.ticks != nil || view.nextFireDate != nil else { return !view.hasSourcesOrTimers }
+        let now = TickClock.now
+        if deadline.hasPassed(now) { return true }
         guard let due = view.nextFireDate else { return !view.hasSourcesOrTimers }
-        return due <= TickClock.ticks(now)
+        return due <= now
     }
 
     /// Whether `mode` has nothing to serve: no sources, timers or blocks that may run in it.
@@ -196,7 +201,7 @@ extension Loop {
         }
     }
 
-    private func earliest(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+    private func earliest(_ a: Ticks?, _ b: Ticks?) -> Ticks? {
         guard let a else { return b }
         guard let b else { return a }
         return min(a, b)
@@ -263,12 +268,6 @@ extension Loop {
     }
 
     // MARK: Timers
-
-    /// When the loop must wake for `mode`'s timers: the earliest latest-allowed fire time
-    /// (fire date + tolerance), which lets tolerant timers share a wake-up.
-    private func nextTimerWake(in mode: Mode) -> ContinuousClock.Instant? {
-        view(of: mode).nextWake.map(TickClock.instant)
-    }
 
     /// Fires every timer of `mode` whose fire date has passed, in fire-date order.
     private func fireTimers(in mode: Mode) {

@@ -35,25 +35,29 @@ public final class Loop: @unchecked Sendable {
     let isMainLoop: Bool
 
     // MARK: Loop-thread-only state
+    //
+    // Only the loop's thread touches these, and never across a callout (the iteration moves what it
+    // works on into locals first), so the runtime's dynamic exclusivity checks, a lookup on every
+    // access of a class's stored property, are turned off for them.
 
     /// Created on the loop thread at the first run: every libevent call stays on this thread.
-    var backend: LibeventBackend?
+    @exclusivity(unchecked) var backend: LibeventBackend?
     /// Blocks moved out of the inbox that wait for a mode that is not running.
-    var pendingBlocks: [Block] = []
+    @exclusivity(unchecked) var pendingBlocks: [Block] = []
     /// An emptied block array kept for its capacity, swapped with the inbox on each take.
-    var spareBlocks: [Block] = []
+    @exclusivity(unchecked) var spareBlocks: [Block] = []
     /// The attached instruments, nil when none (loop thread; refreshed from `instrumentRegistry`).
-    var instruments: [any LoopInstrument]?
+    @exclusivity(unchecked) var instruments: [any LoopInstrument]?
     /// The tables' version when the descriptor change queue was last emptied.
-    var descriptorChangesSeen: UInt64 = 0
+    @exclusivity(unchecked) var descriptorChangesSeen: UInt64 = 0
     /// Reused by each pass over signalled sources, so that it allocates nothing.
-    var signalledScratch: [(source: LoopSource, since: UInt64)] = []
+    @exclusivity(unchecked) var signalledScratch: [(source: LoopSource, since: UInt64)] = []
     /// What the iteration last read about its mode (see `view(of:)`).
-    var modeView: ModeView?
+    @exclusivity(unchecked) var modeView: ModeView?
     /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
-    var mainQueuePending = false
+    @exclusivity(unchecked) var mainQueuePending = false
     /// Main loop: inside `_dispatch_main_queue_callback_4CF`, which must not be re-entered.
-    var drainingMainQueue = false
+    @exclusivity(unchecked) var drainingMainQueue = false
 
     private init(isMainLoop: Bool) {
         self.isMainLoop = isMainLoop

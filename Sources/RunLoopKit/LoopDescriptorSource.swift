@@ -37,8 +37,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     }
 
     let state: Locked<State>
-    /// The modes of its loop the source is in; guarded by that loop's `state` lock.
-    var membership = Membership()
+    /// The modes of its loop the source is in; guarded by that loop's `state` lock, which
+    /// also makes the runtime's exclusivity checks redundant.
+    @exclusivity(unchecked) var membership = Membership()
     /// For sources the library creates over its own descriptors: closed once libevent has let go.
     let closesDescriptor: Bool
 

@@ -27,12 +27,13 @@ public final class LoopObserver: @unchecked Sendable {
     }
 
     let state: Locked<State>
-    /// The modes of its loop the observer is in; guarded by that loop's `state` lock.
-    var membership = Membership()
+    /// The modes of its loop the observer is in; guarded by that loop's `state` lock, which
+    /// also makes the runtime's exclusivity checks redundant.
+    @exclusivity(unchecked) var membership = Membership()
     /// Insertion sequence for tie-breaks; guarded by the owning loop's `state` lock.
     var sequence: UInt64 = 0
     /// Set while the handler runs; only touched on the loop's thread.
-    private var isRunning = false
+    @exclusivity(unchecked) private var isRunning = false
 
     /// Creates an observer of `activities`.
     ///

@@ -22,8 +22,9 @@ public final class LoopSource: @unchecked Sendable {
     }
 
     let state: Locked<State>
-    /// The modes of its loop the source is in; guarded by that loop's `state` lock.
-    var membership = Membership()
+    /// The modes of its loop the source is in; guarded by that loop's `state` lock, which
+    /// also makes the runtime's exclusivity checks redundant.
+    @exclusivity(unchecked) var membership = Membership()
     private static let signalClock = Atomic<UInt64>(0)
 
     /// Creates a source whose `perform` runs when it is signalled.

@@ -45,8 +45,9 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     let state: Locked<State>
-    /// The modes of its loop the timer is in; guarded by that loop's `state` lock.
-    var membership = Membership()
+    /// The modes of its loop the timer is in; guarded by that loop's `state` lock, which
+    /// also makes the runtime's exclusivity checks redundant.
+    @exclusivity(unchecked) var membership = Membership()
 
     /// Creates a timer that fires at `fireAt`, then every `interval` if one is given.
     ///

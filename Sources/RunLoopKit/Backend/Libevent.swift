@@ -29,6 +29,7 @@ struct BackendEvents {
     var isEmpty: Bool { callbacks == 0 }
 }
 
+/// Used by the loop's thread only: its stored properties skip the runtime's exclusivity checks.
 final class LibeventBackend {
     private let base: OpaquePointer
     private var wakeEvent: OpaquePointer?
@@ -36,16 +37,16 @@ final class LibeventBackend {
     private var mainQueueEvent: OpaquePointer?
     private let wakeDescriptor: Int32
     private let timerDescriptor: Int32
-    /// The instant the timerfd is armed for, or nil when disarmed.
-    private var armed: ContinuousClock.Instant?
+    /// The time (ticks) the timerfd is armed for, or nil when disarmed.
+    @exclusivity(unchecked) private var armed: Ticks?
     /// Filled in by callbacks during one `poll`.
-    private var events = BackendEvents()
+    @exclusivity(unchecked) private var events = BackendEvents()
     /// The descriptor sources registered with the base, by source.
-    private var registrations: [ObjectIdentifier: Registration] = [:]
+    @exclusivity(unchecked) private var registrations: [ObjectIdentifier: Registration] = [:]
     /// The mode whose descriptor sources are all registered (others may be, until they fire).
-    var registeredMode: Loop.Mode?
+    @exclusivity(unchecked) var registeredMode: Loop.Mode?
     /// Descriptor sources currently added to the base (their events pending in epoll).
-    private var watchedCount = 0
+    @exclusivity(unchecked) private var watchedCount = 0
 
     /// Whether a non-blocking poll could find anything the loop does not already know about: a
     /// descriptor source or the main queue is watched. Wake-ups and timer expiries need no poll:
@@ -135,7 +136,7 @@ final class LibeventBackend {
 
     /// Blocks until an event is ready or `deadline` (nil: no deadline) passes:
     /// `event_base_loop(EVLOOP_ONCE)` with the timerfd armed for `deadline`.
-    func wait(until deadline: ContinuousClock.Instant?) -> BackendEvents {
+    func wait(until deadline: Ticks?) -> BackendEvents {
         arm(deadline)
         return dispatch(Int32(EVLOOP_ONCE))
     }
@@ -156,14 +157,14 @@ final class LibeventBackend {
 
     /// `timerfd_settime` (relative, CLOCK_BOOTTIME like ContinuousClock), only when the wanted
     /// instant differs from the armed one; nil disarms it so that no stale wake-up happens.
-    private func arm(_ deadline: ContinuousClock.Instant?) {
+    private func arm(_ deadline: Ticks?) {
         guard deadline != armed else { return }
         var spec = itimerspec()
         if let deadline {
-            let delay = max(deadline - .now, .nanoseconds(1))
-            let (seconds, attoseconds) = delay.components
-            spec.it_value.tv_sec = Int(seconds)
-            spec.it_value.tv_nsec = max(Int(attoseconds / 1_000_000_000), seconds == 0 ? 1 : 0)
+            // Relative, at least 1 ns: an all-zero it_value would disarm instead.
+            let delay = max(deadline - TickClock.now, 1)
+            spec.it_value.tv_sec = Int(delay / 1_000_000_000)
+            spec.it_value.tv_nsec = Int(delay % 1_000_000_000)
         }
         let code = timerfd_settime(timerDescriptor, 0, &spec, nil)
         precondition(code == 0, "RunLoopKit: timerfd_settime failed (errno \(errno))")
