@@ -180,9 +180,9 @@ extension Loop {
 
         /// Whether a heap entry still stands for a scheduled fire of a timer of this mode.
         static func isLive(_ entry: TimerHeap.Entry, in mode: Mode) -> Bool {
-            guard entry.timer.membership.modes.contains(mode) else { return false }
-            let schedule = entry.timer.schedule
-            return schedule.isValid && schedule.generation == entry.generation
+            // No timer lock: the generation is mirrored in an atomic (`.max` once invalidated).
+            entry.timer.liveGeneration.load(ordering: .acquiring) == entry.generation
+                && entry.timer.membership.modes.contains(mode)
         }
 
         /// Keeps stale entries (rescheduled, removed or invalidated timers) from piling up: a heap
@@ -194,11 +194,20 @@ extension Loop {
             if byLatest.count > limit { byLatest.compact { ModeItems.isLive($0, in: mode) } }
         }
 
-        /// Pops stale entries off the top of `heap`; returns the live top.
-        mutating func liveTop(_ heap: WritableKeyPath<ModeItems, TimerHeap>) -> TimerHeap.Entry? {
-            while let top = self[keyPath: heap].top {
-                if ModeItems.isLive(top, in: mode) { return top }
-                self[keyPath: heap].pop()
+        /// Pops stale entries off the top of `byFireDate`; returns the live top.
+        mutating func liveTopByFireDate() -> TimerHeap.Entry? {
+            ModeItems.liveTop(of: &byFireDate, in: mode)
+        }
+
+        /// Pops stale entries off the top of `byLatest`; returns the live top.
+        mutating func liveTopByLatest() -> TimerHeap.Entry? {
+            ModeItems.liveTop(of: &byLatest, in: mode)
+        }
+
+        private static func liveTop(of heap: inout TimerHeap, in mode: Mode) -> TimerHeap.Entry? {
+            while let top = heap.top {
+                if isLive(top, in: mode) { return top }
+                heap.pop()
             }
             return nil
         }
@@ -265,8 +274,8 @@ extension Loop {
                     mode: mode, version: version, isCommon: isCommon, items: nil, nextFireDate: nil, nextWake: nil)
             }
             // Dropping stale heap tops leaves the live tops as they were: not a change.
-            let nextFireDate = state.modes[mode]!.liveTop(\.byFireDate)?.key
-            let nextWake = state.modes[mode]!.liveTop(\.byLatest)?.key
+            let nextFireDate = state.modes[mode]!.liveTopByFireDate()?.key
+            let nextWake = state.modes[mode]!.liveTopByLatest()?.key
             return ModeView(
                 mode: mode, version: version, isCommon: isCommon, items: state.modes[mode], nextFireDate: nextFireDate,
                 nextWake: nextWake)

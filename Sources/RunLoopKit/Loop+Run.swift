@@ -279,7 +279,7 @@ extension Loop {
         state.withLock { state in
             guard state.modes[mode] != nil else { return }
             state.withItems(of: mode) { items in
-                while let top = items.liveTop(\.byFireDate), top.key <= now {
+                while let top = items.liveTopByFireDate(), top.key <= now {
                     items.byFireDate.pop()
                     due.append((top.timer, top.generation))
                 }

@@ -34,6 +34,15 @@ public final class LoopTimer: @unchecked Sendable {
         var isValid = true
         var handler: ((LoopTimer) -> Void)?
         weak var loop: Loop?
+        /// `fireDate` and `fireDate + tolerance` in ticks, kept in step with them: a loop reads them
+        /// for every heap entry it pushes, and the conversion is 128-bit arithmetic.
+        var fireTicks: Ticks = 0
+        var latestTicks: Ticks = 0
+
+        mutating func updateTicks() {
+            fireTicks = TickClock.ticks(fireDate)
+            latestTicks = tolerance == .zero ? fireTicks : TickClock.ticks(fireDate.advanced(bySaturating: tolerance))
+        }
     }
 
     /// What a loop needs to place the timer in its heaps.
@@ -45,6 +54,9 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     let state: Locked<State>
+    /// `state.generation` while the timer is valid, `.max` once invalidated: written under the
+    /// timer's lock, read without it by loops checking whether a heap entry is stale.
+    let liveGeneration = Atomic<UInt64>(0)
     /// The modes of its loop the timer is in; guarded by that loop's `state` lock, which
     /// also makes the runtime's exclusivity checks redundant.
     @exclusivity(unchecked) var membership = Membership()
@@ -59,10 +71,10 @@ public final class LoopTimer: @unchecked Sendable {
         _ handler: @escaping (LoopTimer) -> Void
     ) {
         self.interval = interval.flatMap { $0 > .zero ? $0 : nil }
-        self.state = Locked(
-            State(
-                fireDate: fireAt, tolerance: max(tolerance, .zero), missedFirePolicy: missedFirePolicy,
-                handler: handler))
+        var state = State(
+            fireDate: fireAt, tolerance: max(tolerance, .zero), missedFirePolicy: missedFirePolicy, handler: handler)
+        state.updateTicks()
+        self.state = Locked(state)
     }
 
     /// Creates a timer that fires `delay` from now, then every `interval` if one is given.
@@ -116,6 +128,7 @@ public final class LoopTimer: @unchecked Sendable {
             guard state.isValid else { return nil }
             state.isValid = false
             state.handler = nil
+            liveGeneration.store(.max, ordering: .releasing)
             return state.loop
         }
         loop?.removeEverywhere(.timer(self))
@@ -137,9 +150,8 @@ public final class LoopTimer: @unchecked Sendable {
     var schedule: Schedule {
         state.withLock { state in
             Schedule(
-                fireDate: TickClock.ticks(state.fireDate),
-                latest: TickClock.ticks(state.fireDate.advanced(bySaturating: state.tolerance)),
-                generation: state.generation, isValid: state.isValid)
+                fireDate: state.fireTicks, latest: state.latestTicks, generation: state.generation,
+                isValid: state.isValid)
         }
     }
 
@@ -155,7 +167,9 @@ public final class LoopTimer: @unchecked Sendable {
         let loop: Loop? = state.withLock { state in
             guard state.isValid else { return nil }
             change(&state)
+            state.updateTicks()
             state.generation &+= 1
+            liveGeneration.store(state.generation, ordering: .releasing)
             return state.loop
         }
         loop?.timerDidReschedule(self)
@@ -167,6 +181,7 @@ public final class LoopTimer: @unchecked Sendable {
         state.withLock { state in
             guard state.isValid, state.generation == generation, let handler = state.handler else { return nil }
             state.generation &+= 1
+            liveGeneration.store(state.generation, ordering: .releasing)
             return (handler, state.generation)
         }
     }
@@ -190,7 +205,9 @@ public final class LoopTimer: @unchecked Sendable {
             case .delay:
                 state.fireDate = max(state.fireDate, calledAt).advanced(bySaturating: interval)
             }
+            state.updateTicks()
             state.generation &+= 1
+            liveGeneration.store(state.generation, ordering: .releasing)
             return true
         }
     }
@@ -217,9 +234,12 @@ public final class LoopTimer: @unchecked Sendable {
 extension ContinuousClock.Instant {
     /// `self + duration`, clamped about 290 years out instead of overflowing.
     func advanced(bySaturating duration: Duration) -> ContinuousClock.Instant {
-        let limit = Duration.seconds(Int64.max / 1_000_000_000)
+        let limit = ContinuousClock.Instant.saturationLimit
         if duration > limit { return self + limit }
         if duration < .zero - limit { return self - limit }
         return self + duration
     }
+
+    /// About 292 years: computed once (building it is 128-bit arithmetic).
+    private static let saturationLimit = Duration.seconds(Int64.max / 1_000_000_000)
 }
