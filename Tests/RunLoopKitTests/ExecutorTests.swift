@@ -123,24 +123,35 @@ struct Boom: Error, Equatable {}
         let parked = Loop.Mode("parked")
         let release = Atomic<Bool>(false)
         let parkedRuns = Atomic<Int>(0)
-        // Park the loop in a custom mode until released.
+        // Park the loop in a custom mode until released (the bound only guards against a test that
+        // never releases it; every wait of the test itself is bounded below).
         loop.perform {
             let keep = LoopSource {}
             Loop.current.add(keep, forMode: parked)
-            let deadline = ContinuousClock.now + .seconds(10)
+            let deadline = ContinuousClock.now + .seconds(120)
             while !release.load(ordering: .acquiring) && ContinuousClock.now < deadline {
                 Loop.current.run(mode: parked, for: .milliseconds(5))
                 parkedRuns.add(1, ordering: .relaxed)
             }
             keep.invalidate()
         }
+        defer { release.store(true, ordering: .releasing) }
+        /// Waits (bounded) until the loop has made `count` parked runs.
+        func waitForParkedRuns(_ count: Int) async throws -> Bool {
+            let giveUp = ContinuousClock.now + .seconds(60)
+            while parkedRuns.load(ordering: .relaxed) < count {
+                guard ContinuousClock.now < giveUp else { return false }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            return true
+        }
         // Wait until the loop is really parked, then queue a job and let the parked runs go on.
-        while parkedRuns.load(ordering: .relaxed) < 2 { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(try await waitForParkedRuns(2))
         let job = Task(executorPreference: loop) { () -> (Bool, Loop.Mode?) in
             (loop.isCurrentThread, loop.currentMode)
         }
         let before = parkedRuns.load(ordering: .relaxed)
-        while parkedRuns.load(ordering: .relaxed) < before + 5 { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(try await waitForParkedRuns(before + 5))
         release.store(true, ordering: .releasing)
         let (onLoop, mode) = await job.value
         #expect(onLoop)
