@@ -57,7 +57,7 @@ extension Loop {
         let (valid, signalled) = source.bind(to: self)
         guard valid else { return }
         insert(.source(source), forMode: mode)
-        if signalled { sourceWasSignalled() }
+        if signalled { sourceWasSignalled(port: source.isPort) }
     }
 
     /// Removes `source` from `mode` without invalidating it; a pending signal stays pending.

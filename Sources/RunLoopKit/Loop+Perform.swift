@@ -125,8 +125,12 @@ extension Loop {
         if !isCurrentThread { wakeUp() }
     }
 
-    func sourceWasSignalled() {
-        sourceSignalled.store(true, ordering: .releasing)
+    func sourceWasSignalled(port: Bool) {
+        if port {
+            portSignalled.store(true, ordering: .releasing)
+        } else {
+            sourceSignalled.store(true, ordering: .releasing)
+        }
         wakeUpIfForeign()
     }
 

@@ -88,6 +88,7 @@ extension Loop {
         state.withLock { $0.runStack.append(frame) }
         // Sources signalled while another mode ran may be in this one: scan them once.
         sourceSignalled.store(true, ordering: .releasing)
+        portSignalled.store(true, ordering: .releasing)
 
         // 2. entry, then iterate until a result.
         notify(.entry, in: mode)
@@ -100,6 +101,7 @@ extension Loop {
         notify(.exit, in: mode)
         state.withLock { _ = $0.runStack.popLast() }
         sourceSignalled.store(true, ordering: .releasing)
+        portSignalled.store(true, ordering: .releasing)
         return result!
     }
 
@@ -117,7 +119,7 @@ extension Loop {
 
         // 2.2 Pending blocks for this mode; 2.3 signalled custom sources.
         runBlocks(in: mode)
-        var handledSource = performSources(in: mode)
+        var handledSource = performSources(in: mode, ports: false)
         if handledSource { runBlocks(in: mode) }
 
         // 2.4 Poll without blocking; sleep only if nothing is ready and nothing is owed.
@@ -139,11 +141,13 @@ extension Loop {
         }
         if events.woken { takeInbox(consumedWakeUp: true) }
 
-        // 2.5 Due timers in fire-date order, then every ready descriptor (not one per wake-up).
+        // 2.5 Due timers in fire-date order, then every ready descriptor (not one per wake-up),
+        // then the ports with messages.
         fireTimers(in: mode)
         if !events.ready.isEmpty, serveDescriptors(events.ready, in: mode) {
             handledSource = true
         }
+        if performSources(in: mode, ports: true) { handledSource = true }
         if events.mainQueueReady { mainQueuePending = true }
         if drainMainQueue(in: mode) { handledSource = true }
 
@@ -165,6 +169,13 @@ extension Loop {
     private func hasWorkBeforeSleeping(_ mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
         takeInboxBeforeSleeping()
         if frame.stopped.load(ordering: .acquiring) || sourceSignalled.load(ordering: .acquiring) { return true }
+        // Ports are served after the sleep (step 2.5): one of this mode with messages waiting
+        // means no sleep; the flag alone may stand for another mode's port.
+        if portSignalled.load(ordering: .acquiring),
+            view(of: mode).sources.contains(where: { $0.isPort && $0.pendingSignal != nil })
+        {
+            return true
+        }
         if hasPendingBlocks(for: mode) { return true }
         if mainQueuePending && mayDrainMainQueue(in: mode) { return true }
         let view = view(of: mode)
@@ -240,9 +251,14 @@ extension Loop {
 
     // MARK: Sources
 
-    /// Performs the signalled sources of `mode` by order, then signal time. Returns whether any ran.
-    private func performSources(in mode: Mode) -> Bool {
-        guard sourceSignalled.exchange(false, ordering: .acquiringAndReleasing) else { return false }
+    /// Performs the signalled custom sources of `mode` (`ports`: the ports' sources) by order, then
+    /// signal time. Returns whether any ran.
+    private func performSources(in mode: Mode, ports: Bool) -> Bool {
+        let wasSignalled =
+            ports
+            ? portSignalled.exchange(false, ordering: .acquiringAndReleasing)
+            : sourceSignalled.exchange(false, ordering: .acquiringAndReleasing)
+        guard wasSignalled else { return false }
         // The view's array (no lock); a loop-thread scratch array (no allocation per pass).
         var signalled = signalledScratch
         signalledScratch = []
@@ -250,7 +266,7 @@ extension Loop {
             signalled.removeAll(keepingCapacity: true)
             signalledScratch = signalled
         }
-        for source in view(of: mode).sources {
+        for source in view(of: mode).sources where source.isPort == ports {
             if let since = source.pendingSignal { signalled.append((source, since)) }
         }
         guard !signalled.isEmpty else { return false }
@@ -270,27 +286,51 @@ extension Loop {
     // MARK: Timers
 
     /// Fires every timer of `mode` whose fire date has passed, in fire-date order.
+    ///
+    /// Each is taken off the heap just before its callout, so a nested run in this mode inside a
+    /// callout fires the due timers still waiting (the firing one is claimed: not re-entered).
+    /// Entries pushed during this pass (a repeating timer rescheduled into the past by `.burst`)
+    /// wait for the next pass.
     private func fireTimers(in mode: Mode) {
-        // Nothing due: no lock (popping below changes the tables, so the view is read afresh).
+        // Nothing due: no lock (popping changes the tables, so the view is read afresh).
         guard let next = view(of: mode).nextFireDate else { return }
         let now = TickClock.now
         guard next <= now else { return }
-        var due: [(timer: LoopTimer, generation: UInt64)] = []
-        state.withLock { state in
-            guard state.modes[mode] != nil else { return }
-            state.withItems(of: mode) { items in
-                while let top = items.liveTopByFireDate(), top.key <= now {
-                    items.byFireDate.pop()
-                    due.append((top.timer, top.generation))
-                }
-            }
-        }
-        for (timer, generation) in due {
+        let passStart = state.withLock { $0.nextSequence }
+        var deferred: [TimerHeap.Entry] = []
+        while let (timer, generation) = popDueTimer(in: mode, now: now, pushedBefore: passStart, deferring: &deferred) {
             guard let (handler, claimed) = timer.claim(generation: generation) else { continue }
             let calledAt = ContinuousClock.now
             callOut(.timer) { handler(timer) }
             if timer.didFire(claimed: claimed, calledAt: calledAt, now: .now) {
                 timerDidReschedule(timer)
+            }
+        }
+        guard !deferred.isEmpty else { return }
+        state.withLock { state in
+            guard state.modes[mode] != nil else { return }
+            state.withItems(of: mode) { items in
+                for entry in deferred {
+                    items.byFireDate.push(entry.key, entry.sequence, entry.timer, entry.generation)
+                }
+            }
+        }
+    }
+
+    /// The next live due entry of `mode` pushed before `passStart`, taken off the heap; due entries
+    /// pushed since go to `deferred`.
+    private func popDueTimer(
+        in mode: Mode, now: Ticks, pushedBefore passStart: UInt64, deferring deferred: inout [TimerHeap.Entry]
+    ) -> (LoopTimer, UInt64)? {
+        state.withLock { state in
+            guard state.modes[mode] != nil else { return nil }
+            return state.withItems(of: mode) { items in
+                while let top = items.liveTopByFireDate(), top.key <= now {
+                    items.byFireDate.pop()
+                    if top.sequence <= passStart { return (top.timer, top.generation) }
+                    deferred.append(top)
+                }
+                return nil
             }
         }
     }

@@ -18,6 +18,8 @@ public final class Loop: @unchecked Sendable {
     let inbox = Locked(Inbox())
     /// Set by `LoopSource.signal()` so the loop scans its sources only when one was signalled.
     let sourceSignalled = Atomic<Bool>(false)
+    /// The same for ports' sources, served in another step.
+    let portSignalled = Atomic<Bool>(false)
     let waiting = Atomic<Bool>(false)
     /// Bumped by every removal of an item: lets a batch of ready descriptors skip re-checking
     /// membership when nothing was removed meanwhile.

@@ -9,19 +9,54 @@ import Synchronization
 public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// Messages sent and not yet delivered.
     private final class Mailbox: Sendable {
-        /// Each message with its posting time (ticks) while an instrument listens, else 0.
-        let messages = Locked<[(Message, Ticks)]>([])
+        struct Queue {
+            /// Each message with its posting time (ticks) while an instrument listens, else 0.
+            var messages: [(Message, Ticks)] = []
+            /// Index of the first undelivered message (delivered ones are dropped in bulk).
+            var head = 0
+            /// How many messages were ever queued: the last one's number.
+            var sent = 0
+            /// How many were ever taken for delivery.
+            var delivered: Int { sent - (messages.count - head) }
+            /// When the port became ready (a signal stamp): set by the first message sent after
+            /// a delivery started, cleared when one starts.
+            var readySince: UInt64?
+
+            var isEmpty: Bool { head == messages.count }
+
+            mutating func takeFirst() -> (Message, Ticks)? {
+                guard head < messages.count else { return nil }
+                let first = messages[head]
+                head += 1
+                if head == messages.count {
+                    messages.removeAll(keepingCapacity: true)
+                    head = 0
+                } else if head >= 64 && head * 2 >= messages.count {
+                    messages.removeFirst(head)
+                    head = 0
+                }
+                return first
+            }
+        }
+
+        let queue = Locked(Queue())
         let isOpen = Atomic<Bool>(true)
 
-        /// Delivers the messages queued so far, in order; ones sent meanwhile signal the next pass.
+        /// Delivers the messages queued when the port's turn came, in order, one at a time: a nested
+        /// run inside a callout that serves the port again continues from the next message (and
+        /// may go on to newer ones), so nothing is overtaken. Ones sent meanwhile wait for the
+        /// next pass.
         func deliver(_ handler: (Message) -> Void) {
-            let batch: [(Message, Ticks)] = messages.withLock { messages in
-                defer { messages.removeAll(keepingCapacity: true) }
-                return messages
+            let last = queue.withLock { queue in
+                queue.readySince = nil
+                return queue.sent
             }
             let loop = Loop.current
-            for (message, postedAt) in batch {
-                guard isOpen.load(ordering: .acquiring) else { return }
+            while isOpen.load(ordering: .acquiring) {
+                let next: (Message, Ticks)? = queue.withLock { queue in
+                    queue.delivered < last ? queue.takeFirst() : nil
+                }
+                guard let (message, postedAt) = next else { return }
                 loop.instrumentDequeue(.source, postedAt: postedAt)
                 handler(message)
             }
@@ -37,7 +72,11 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// Any thread. The port does nothing until added to a loop; messages sent before that wait.
     public init(_ handler: @escaping (Message) -> Void) {
         let mailbox = self.mailbox
-        source = LoopSource { mailbox.deliver(handler) }
+        // Ready while messages wait; 0 (first) for a port whose delivery is under way.
+        let readiness: @Sendable () -> UInt64? = {
+            mailbox.queue.withLock { $0.isEmpty ? nil : ($0.readySince ?? 0) }
+        }
+        source = LoopSource(order: 0, readiness: readiness) { mailbox.deliver(handler) }
     }
 
     /// Queues `message` and wakes the loop.
@@ -47,7 +86,11 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     public func send(_ message: Message) {
         guard mailbox.isOpen.load(ordering: .acquiring) else { return }
         let postedAt = source.owner?.stampsPostedWork == true ? TickClock.now : 0
-        mailbox.messages.withLock { $0.append((message, postedAt)) }
+        mailbox.queue.withLock { queue in
+            queue.messages.append((message, postedAt))
+            queue.sent += 1
+            if queue.readySince == nil { queue.readySince = LoopSource.nextSignalStamp() }
+        }
         source.signal()
     }
 
@@ -63,7 +106,10 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     public func invalidate() {
         mailbox.isOpen.store(false, ordering: .releasing)
         source.invalidate()
-        mailbox.messages.withLock { $0.removeAll() }
+        mailbox.queue.withLock { queue in
+            queue.messages.removeAll()
+            queue.head = 0
+        }
     }
 }
 

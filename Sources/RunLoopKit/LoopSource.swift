@@ -12,6 +12,10 @@ public final class LoopSource: @unchecked Sendable {
     ///
     /// Any thread.
     public let order: Int
+    /// A port's readiness (see `init(order:readiness:_:)`); nil for a custom source.
+    private let readiness: (@Sendable () -> UInt64?)?
+    /// Whether this is a port's source.
+    var isPort: Bool { readiness != nil }
 
     struct State: @unchecked Sendable {  // the handler only ever runs on the loop thread
         var isValid = true
@@ -27,11 +31,24 @@ public final class LoopSource: @unchecked Sendable {
     @exclusivity(unchecked) var membership = Membership()
     private static let signalClock = Atomic<UInt64>(0)
 
+    /// A process-wide increasing stamp: the order sources and ports became ready in.
+    static func nextSignalStamp() -> UInt64 {
+        signalClock.add(1, ordering: .relaxed).newValue
+    }
+
     /// Creates a source whose `perform` runs when it is signalled.
     ///
     /// Any thread. The source does nothing until added to a loop.
-    public init(order: Int = 0, _ perform: @escaping () -> Void) {
+    public convenience init(order: Int = 0, _ perform: @escaping () -> Void) {
+        self.init(order: order, readiness: nil, perform)
+    }
+
+    /// With `readiness`, a port's source (version 1), served after the timers (step 2.5), not with
+    /// the custom sources (step 2.3): it is ready while `readiness` gives a time (a signal stamp,
+    /// 0 for a port in the middle of a delivery), whether or not it was signalled since.
+    init(order: Int, readiness: (@Sendable () -> UInt64?)?, _ perform: @escaping () -> Void) {
         self.order = order
+        self.readiness = readiness
         self.state = Locked(State(perform: perform))
     }
 
@@ -43,11 +60,11 @@ public final class LoopSource: @unchecked Sendable {
             guard state.isValid else { return nil }
             if !state.isSignalled {
                 state.isSignalled = true
-                state.signalSequence = LoopSource.signalClock.add(1, ordering: .relaxed).newValue
+                state.signalSequence = LoopSource.nextSignalStamp()
             }
             return state.loop
         }
-        loop?.sourceWasSignalled()
+        loop?.sourceWasSignalled(port: isPort)
     }
 
     /// Whether the source is still in service.
@@ -76,7 +93,8 @@ public final class LoopSource: @unchecked Sendable {
 
     /// Whether it is signalled, and since when; nil if not.
     var pendingSignal: UInt64? {
-        state.withLock { $0.isValid && $0.isSignalled ? $0.signalSequence : nil }
+        if let readiness { return isValid ? readiness() : nil }
+        return state.withLock { $0.isValid && $0.isSignalled ? $0.signalSequence : nil }
     }
 
     /// Binds the source to `loop`; a source belongs to one loop for its whole life.
@@ -90,7 +108,12 @@ public final class LoopSource: @unchecked Sendable {
     /// Unsignals the source and returns its handler, or nil if another run got to it first.
     func takeSignal() -> (() -> Void)? {
         state.withLock { state in
-            guard state.isValid, state.isSignalled else { return nil }
+            guard state.isValid else { return nil }
+            if let readiness {
+                state.isSignalled = false
+                return readiness() != nil ? state.perform : nil
+            }
+            guard state.isSignalled else { return nil }
             state.isSignalled = false
             return state.perform
         }

@@ -10,8 +10,7 @@ import Testing
 // items are served in which mode, callout order, run results, nothing lost or run twice).
 //
 // A failure prints its seed; replay one with RUNLOOPKIT_MODEL_SEED=<seed> swift test --filter ModelTests.
-// RUNLOOPKIT_MODEL_RUNS sets how many sequences run (default 2,000). RUNLOOPKIT_MODEL_STRICT=1 also
-// compares the runs that would show a known difference (`LoopModel.KnownDifference`).
+// RUNLOOPKIT_MODEL_RUNS sets how many sequences run (default 2,000).
 
 /// SplitMix64: small, seedable, good enough to pick operations.
 struct SeededGenerator: RandomNumberGenerator {
@@ -104,32 +103,6 @@ struct LoopModel {
     var signalClock: UInt64 = 0
     var log: [String] = []
     var stopped = false
-    /// The enclosing passes that are firing timers: their mode, and the timers they found due.
-    var timerPasses: [(mode: Loop.Mode, due: Set<Int>)] = []
-    /// The ports whose messages enclosing passes are delivering, and the last message of each batch.
-    var portBatches: [(port: Int, last: Int)] = []
-    /// What made the last run's callouts depend on a known difference between the loop and this
-    /// model (see `KnownDifference`), if anything.
-    var knownDifferences: Set<KnownDifference> = []
-
-    /// Where the loop is known to differ from SPEC §2. Runs whose callouts would show one are
-    /// left out of the comparison unless RUNLOOPKIT_MODEL_STRICT is set, so that the rest of the
-    /// model keeps checking the loop.
-    enum KnownDifference: Hashable {
-        /// The loop serves ports with the custom sources (step 2.3, as order-0 sources by signal
-        /// time) instead of after the timers (step 2.5): their place relative to custom sources and
-        /// timers of the same pass, and whether a message sent from a source's or a timer's callout
-        /// is delivered in that pass, differ.
-        case portsServedWithSources
-        /// A nested run in the mode of an enclosing pass that is firing timers does not fire the
-        /// due timers that pass collected and has not reached yet: they fire after the callout that
-        /// ran the nested run, in the enclosing pass.
-        case nestedRunSkipsCollectedTimers
-        /// A nested run in a port's mode, inside the callout of one of that port's messages, does
-        /// not deliver the rest of the batch being delivered (it comes after that callout), but
-        /// does deliver messages sent since: they overtake the rest of the batch.
-        case nestedRunSkipsPortBatch
-    }
 
     subscript(member item: Item) -> Membership {
         get {
@@ -267,15 +240,11 @@ struct LoopModel {
         log.append("enter \(mode.name)")
         // 2.2 blocks, 2.3 custom sources (and the blocks they queued).
         runBlocks(mode)
-        let portsReady = ports.contains { isIn($0.member, mode) && !$0.messages.isEmpty }
         let sourcesRan = performSources(mode)
         if sourcesRan { runBlocks(mode) }
         // 2.5 due timers (not a handled source), then ports (a handled source); 2.6 blocks.
-        let timersFired = fireTimers(mode)
+        fireTimers(mode)
         let portsServed = servePorts(mode)
-        if (portsReady || portsServed) && (sourcesRan || timersFired) {
-            knownDifferences.insert(.portsServedWithSources)
-        }
         let handled = sourcesRan || portsServed
         runBlocks(mode)
         log.append("exit \(mode.name)")
@@ -315,15 +284,11 @@ struct LoopModel {
     /// Due timers in fire-date order. One that fired meanwhile (in a nested run), is firing, or was
     /// invalidated is skipped. A one-shot timer invalidates itself after its callout; a repeating
     /// one moves on by its interval. Returns whether any fired.
+    @discardableResult
     mutating func fireTimers(_ mode: Loop.Mode) -> Bool {
         let due = timers.indices
             .filter { isIn(timers[$0].member, mode) && isDue(timers[$0]) }
             .sorted { timers[$0].fireDate < timers[$1].fireDate }
-        if timerPasses.contains(where: { $0.mode == mode && !$0.due.isDisjoint(with: due) }) {
-            knownDifferences.insert(.nestedRunSkipsCollectedTimers)
-        }
-        timerPasses.append((mode, Set(due)))
-        defer { timerPasses.removeLast() }
         var fired = false
         for index in due where isDue(timers[index]) {
             timers[index].firing = true
@@ -349,24 +314,16 @@ struct LoopModel {
         let ready = ports.indices
             .filter { isIn(ports[$0].member, mode) && !ports[$0].messages.isEmpty }
             .sorted { (ports[$0].readySince ?? 0) < (ports[$1].readySince ?? 0) }
-        let model = self
-        if portBatches.contains(where: { batch in
-            ready.contains(batch.port) && model.ports[batch.port].messages.first! <= batch.last
-        }) {
-            knownDifferences.insert(.nestedRunSkipsPortBatch)
-        }
         var handled = false
         for index in ready where ports[index].member.valid && !ports[index].messages.isEmpty {
             let last = ports[index].messages.last!
             ports[index].readySince = nil
             handled = true
-            portBatches.append((index, last))
             while ports[index].member.valid, let message = ports[index].messages.first, message <= last {
                 ports[index].messages.removeFirst()
                 log.append("port \(index): \(message)")
                 apply(messageActions[message])
             }
-            portBatches.removeLast()
         }
         return handled
     }
@@ -488,10 +445,6 @@ final class ModelHarness: @unchecked Sendable {
         return (0..<UInt64(runs)).map { 0x5EED_0000 + $0 }
     }
 
-    /// Whether runs that would show a known difference (`LoopModel.KnownDifference`) are compared
-    /// too.
-    static let strict = ProcessInfo.processInfo.environment["RUNLOOPKIT_MODEL_STRICT"] != nil
-
     @Test func randomSequencesMatchTheModel() {
         let failures = Recorder<String>()
         // Four threads share the seeds; each sequence runs on its own fresh loop.
@@ -545,12 +498,6 @@ final class ModelHarness: @unchecked Sendable {
                 return .sendThenRun(port, LoopModel.modes.randomElement(using: &random)!)
             default: return .none
             }
-        }
-
-        // With RUNLOOPKIT_MODEL_STRICT, names the known differences the model saw in a failing run.
-        func note() -> String {
-            let names = model.knownDifferences.map { "\($0)" }.sorted()
-            return names.isEmpty ? "" : " (known difference: \(names.joined(separator: ", ")))"
         }
 
         // A fire date well in the past (due now; distinct, so the fire-date order is defined) or
@@ -668,9 +615,7 @@ final class ModelHarness: @unchecked Sendable {
                 }
                 var next = model
                 next.log = []
-                next.knownDifferences = []
                 let expected = next.run(mode, returnAfterSourceHandled: returnAfter)
-                if !strict && !next.knownDifferences.isEmpty { continue }  // neither side runs it
                 model = next
                 let observer = ModelObserver(real)
                 real.loop.add(observer.observer, forMode: .common)
@@ -681,10 +626,10 @@ final class ModelHarness: @unchecked Sendable {
                     mode: mode, for: returnAfter ? .seconds(5) : .zero, returnAfterSourceHandled: returnAfter)
                 observer.observer.invalidate()
                 if result != expected {
-                    return "step \(step): run(\(mode.name)) returned \(result), model says \(expected!)\(note())"
+                    return "step \(step): run(\(mode.name)) returned \(result), model says \(expected!)"
                 }
                 if real.log != model.log {
-                    return "step \(step): run(\(mode.name)) callouts \(real.log), model says \(model.log)\(note())"
+                    return "step \(step): run(\(mode.name)) callouts \(real.log), model says \(model.log)"
                 }
             }
         }
@@ -693,9 +638,7 @@ final class ModelHarness: @unchecked Sendable {
         for mode in LoopModel.modes {
             var next = model
             next.log = []
-            next.knownDifferences = []
             let expected = next.run(mode, returnAfterSourceHandled: false)
-            if !strict && !next.knownDifferences.isEmpty { continue }
             model = next
             let observer = ModelObserver(real)
             real.loop.add(observer.observer, forMode: .common)
@@ -703,7 +646,7 @@ final class ModelHarness: @unchecked Sendable {
             let result = real.loop.run(mode: mode, for: .zero)
             observer.observer.invalidate()
             if result != expected || real.log != model.log {
-                return "final run(\(mode.name)): \(result) \(real.log), model says \(expected!) \(model.log)\(note())"
+                return "final run(\(mode.name)): \(result) \(real.log), model says \(expected!) \(model.log)"
             }
         }
         return nil

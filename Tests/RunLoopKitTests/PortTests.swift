@@ -82,4 +82,54 @@ import Testing
         }
         #expect(elapsed < .seconds(1))
     }
+
+    /// Step 2.5: custom sources first, then due timers, then ports (a message sent from a source or
+    /// a timer in that pass is delivered in it).
+    @Test func portsAreServedAfterSourcesAndTimers() {
+        let calls = Recorder<String>()
+        onFreshThread {
+            let loop = Loop.current
+            let port = LoopPort<String> { calls.append("port \($0)") }
+            let source = LoopSource {
+                calls.append("source")
+                port.send("from source")
+            }
+            let timer = LoopTimer(fireAt: .now - .seconds(1)) { _ in
+                calls.append("timer")
+                port.send("from timer")
+            }
+            loop.add(port, forMode: .default)
+            loop.add(source, forMode: .default)
+            loop.add(timer, forMode: .default)
+            port.send("early")
+            source.signal()
+            loop.run(mode: .default, for: .zero)
+            port.invalidate()
+            source.invalidate()
+        }
+        #expect(calls.events == ["source", "timer", "port early", "port from source", "port from timer"])
+    }
+
+    /// A handler that runs the loop again (say, to wait for a reply) sees the rest of its port's
+    /// messages delivered in the nested run, in order: a message sent meanwhile never overtakes them.
+    @Test func aNestedRunInsideAHandlerKeepsTheOrder() {
+        let delivered = Recorder<Int>()
+        onFreshThread {
+            let loop = Loop.current
+            var port: LoopPort<Int>!
+            port = LoopPort<Int> { message in
+                delivered.append(message)
+                if message == 0 {
+                    port.send(3)
+                    loop.run(mode: .default, for: .zero)
+                }
+            }
+            loop.add(port, forMode: .default)
+            for message in 0..<3 { port.send(message) }
+            loop.run(mode: .default, for: .zero)
+            loop.run(mode: .default, for: .zero)
+            port.invalidate()
+        }
+        #expect(delivered.events == [0, 1, 2, 3])
+    }
 }

@@ -364,4 +364,27 @@ import Testing
         #expect(contained)
         #expect(fires == 1)
     }
+
+    /// A timer's handler that runs the loop again in the same mode sees the other due timers fire
+    /// there, in fire-date order, and itself not re-entered; nothing fires twice.
+    @Test func aNestedRunInsideATimerFiresTheOtherDueTimers() {
+        let calls = Recorder<String>()
+        onFreshThread {
+            let loop = Loop.current
+            let past = ContinuousClock.now - .seconds(1)
+            let first = LoopTimer(fireAt: past) { _ in
+                calls.append("first")
+                calls.append("nested \(loop.run(mode: .default, for: .zero))")
+            }
+            let second = LoopTimer(fireAt: past + .milliseconds(1)) { _ in calls.append("second") }
+            let third = LoopTimer(fireAt: past + .milliseconds(2)) { _ in calls.append("third") }
+            let keep = LoopSource {}
+            for timer in [third, first, second] { loop.add(timer, forMode: .default) }
+            loop.add(keep, forMode: .default)
+            loop.run(mode: .default, for: .zero)
+            loop.run(mode: .default, for: .zero)
+            keep.invalidate()
+        }
+        #expect(calls.events == ["first", "second", "third", "nested timedOut"])
+    }
 }
