@@ -58,7 +58,7 @@ extension Loop {
     public func perform(inModes modes: [Mode] = [.common], _ block: consuming @escaping @Sendable () -> Void) {
         precondition(
             !modes.isEmpty, "RunLoopKit: perform(inModes:) needs at least one mode, or the block could never run")
-        post(Block(modes: modes, body: .closure(block)))
+        post(Block(modes: modes, body: .closure(consume block)))
     }
 
     /// Queues `block` to run on the loop's thread in its common modes, and wakes the loop: the same
@@ -66,7 +66,7 @@ extension Loop {
     ///
     /// Any thread.
     public func perform(_ block: consuming @escaping @Sendable () -> Void) {
-        post(Block(modes: nil, body: .closure(block)))
+        post(Block(modes: nil, body: .closure(consume block)))
     }
 
     /// Appends to the inbox and wakes the loop once (see the top of this file). Any thread.
