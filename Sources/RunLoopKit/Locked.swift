@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// A value behind a `pthread_mutex_t`, in one allocation.
 ///
@@ -34,5 +35,36 @@ struct Locked<Value>: @unchecked Sendable {
             defer { pthread_mutex_unlock(mutex) }
             return try body(&value.pointee)
         }
+    }
+}
+
+extension Atomic where Value == Bool {
+    /// Takes a lock word: spins briefly, then yields the processor between attempts. For critical
+    /// sections of a few instructions that are rarely contended; the acquiring and releasing
+    /// orderings make it visible to ThreadSanitizer like a mutex.
+    @inline(__always)
+    func lockSpinning() {
+        if compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged { return }
+        lockContended()
+    }
+
+    @inline(never)
+    private func lockContended() {
+        var spins = 0
+        while true {
+            if !load(ordering: .relaxed),
+                compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
+            {
+                return
+            }
+            spins += 1
+            if spins >= 64 { sched_yield() }
+        }
+    }
+
+    /// Releases a lock word taken with `lockSpinning()`.
+    @inline(__always)
+    func unlock() {
+        store(false, ordering: .releasing)
     }
 }

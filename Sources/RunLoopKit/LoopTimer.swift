@@ -53,7 +53,11 @@ public final class LoopTimer: @unchecked Sendable {
         var isValid: Bool
     }
 
-    let state: Locked<State>
+    /// The timer's state, guarded by `stateLock`: a lock word in the timer itself rather than a
+    /// separately allocated mutex, because its critical sections are a few field accesses and a
+    /// server schedules timers by the hundred thousand (one allocation per timer, not two).
+    @exclusivity(unchecked) private var guardedState: State
+    private let stateLock = Atomic<Bool>(false)
     /// `state.generation` while the timer is valid, `.max` once invalidated: written under the
     /// timer's lock, read without it by loops checking whether a heap entry is stale.
     let liveGeneration = Atomic<UInt64>(0)
@@ -74,7 +78,7 @@ public final class LoopTimer: @unchecked Sendable {
         var state = State(
             fireDate: fireAt, tolerance: max(tolerance, .zero), missedFirePolicy: missedFirePolicy, handler: handler)
         state.updateTicks()
-        self.state = Locked(state)
+        self.guardedState = state
     }
 
     /// Creates a timer that fires `delay` from now, then every `interval` if one is given.
@@ -95,15 +99,15 @@ public final class LoopTimer: @unchecked Sendable {
     ///
     /// Any thread.
     public var missedFirePolicy: MissedFirePolicy {
-        get { state.withLock { $0.missedFirePolicy } }
-        set { state.withLock { $0.missedFirePolicy = newValue } }
+        get { withState { $0.missedFirePolicy } }
+        set { withState { $0.missedFirePolicy = newValue } }
     }
 
     /// When the timer fires next. Setting it re-arms the timer (a no-op once invalidated).
     ///
     /// Any thread.
     public var fireDate: ContinuousClock.Instant {
-        get { state.withLock { $0.fireDate } }
+        get { withState { $0.fireDate } }
         set { reschedule { $0.fireDate = newValue } }
     }
 
@@ -111,20 +115,20 @@ public final class LoopTimer: @unchecked Sendable {
     ///
     /// Any thread. Negative values count as zero.
     public var tolerance: Duration {
-        get { state.withLock { $0.tolerance } }
+        get { withState { $0.tolerance } }
         set { reschedule { $0.tolerance = max(newValue, .zero) } }
     }
 
     /// Whether the timer can still fire: false after `invalidate()` or after a one-shot fired.
     ///
     /// Any thread.
-    public var isValid: Bool { state.withLock { $0.isValid } }
+    public var isValid: Bool { withState { $0.isValid } }
 
     /// Stops the timer for good and removes it from its loop's modes, releasing its handler.
     ///
     /// Any thread, including from inside the timer's own handler.
     public func invalidate() {
-        let loop: Loop? = state.withLock { state in
+        let loop: Loop? = withState { state in
             guard state.isValid else { return nil }
             state.isValid = false
             state.handler = nil
@@ -140,15 +144,24 @@ public final class LoopTimer: @unchecked Sendable {
     /// Call it on the loop's thread (or before the timer is added), since the handler is not
     /// required to be thread-safe.
     public func fire() {
-        guard let handler = state.withLock({ $0.isValid ? $0.handler : nil }) else { return }
+        guard let handler = withState({ $0.isValid ? $0.handler : nil }) else { return }
         handler(self)
         if interval == nil { invalidate() }
     }
 
     // MARK: Loop machinery
 
+    /// Runs `body` on the state with the lock word held. Any thread; `body` must not call back
+    /// into the timer.
+    @inline(__always)
+    func withState<R>(_ body: (inout State) -> R) -> R {
+        stateLock.lockSpinning()
+        defer { stateLock.unlock() }
+        return body(&guardedState)
+    }
+
     var schedule: Schedule {
-        state.withLock { state in
+        withState { state in
             Schedule(
                 fireDate: state.fireTicks, latest: state.latestTicks, generation: state.generation,
                 isValid: state.isValid)
@@ -157,14 +170,14 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// Binds the timer to `loop`; a timer belongs to one loop for its whole life.
     func bind(to loop: Loop) -> Bool {
-        state.withLock { state in
+        withState { state in
             bindOwner(&state.loop, to: loop, kind: "LoopTimer")
             return state.isValid
         }
     }
 
     private func reschedule(_ change: (inout State) -> Void) {
-        let loop: Loop? = state.withLock { state in
+        let loop: Loop? = withState { state in
             guard state.isValid else { return nil }
             change(&state)
             state.updateTicks()
@@ -178,7 +191,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// Claims the entry of `generation` for firing: returns the handler, and a new generation that
     /// makes every other heap entry stale so the timer cannot fire twice (or re-enter) meanwhile.
     func claim(generation: UInt64) -> (handler: (LoopTimer) -> Void, generation: UInt64)? {
-        state.withLock { state in
+        withState { state in
             guard state.isValid, state.generation == generation, let handler = state.handler else { return nil }
             state.generation &+= 1
             liveGeneration.store(state.generation, ordering: .releasing)
@@ -191,11 +204,11 @@ public final class LoopTimer: @unchecked Sendable {
     /// push the new schedule into its heaps.
     func didFire(claimed generation: UInt64, calledAt: ContinuousClock.Instant, now: ContinuousClock.Instant) -> Bool {
         guard let interval else {
-            let stillClaimed = state.withLock { $0.generation == generation }
+            let stillClaimed = withState { $0.generation == generation }
             if stillClaimed { invalidate() }
             return false
         }
-        return state.withLock { state in
+        return withState { state in
             guard state.isValid, state.generation == generation else { return false }
             switch state.missedFirePolicy {
             case .keepPhase:
