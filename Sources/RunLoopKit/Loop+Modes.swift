@@ -290,7 +290,9 @@ extension Loop {
         var modes: [Mode: ModeItems] = [:]
         var commonModes: Set<Mode> = [.default, .tracking]
         /// Items added to `.common`: they join every mode later added to the common set.
-        var commonItems: [ObjectIdentifier: Item] = [:]
+        /// With the sequence number of their joining, so that a mode added to the common set later
+        /// receives them in that order (observers with equal `order` keep their tie order).
+        var commonItems: [ObjectIdentifier: (item: Item, joined: UInt64)] = [:]
         var runStack: [RunFrame] = []
         /// Descriptor sources added, removed, changed or invalidated since the loop thread last
         /// brought libevent in line (see `LoopDescriptorSource.swift`).
@@ -378,7 +380,7 @@ extension Loop {
             }
             guard !item.membership.isCommon else { return }
             item.withMembership { $0.isCommon = true }
-            commonItems[item.id] = item
+            commonItems[item.id] = (item, sequence())
             for common in commonModes {
                 insert(item, into: common)
             }
@@ -414,7 +416,7 @@ extension Loop {
         }
 
         func allItems() -> [Item] {
-            var seen: [ObjectIdentifier: Item] = commonItems
+            var seen: [ObjectIdentifier: Item] = commonItems.mapValues(\.item)
             for items in modes.values {
                 for timer in items.timers { seen[ObjectIdentifier(timer)] = .timer(timer) }
                 for observer in items.observers { seen[ObjectIdentifier(observer)] = .observer(observer) }

@@ -138,7 +138,7 @@ public final class Loop: @unchecked Sendable {
         state.withLock { state in
             guard state.commonModes.insert(mode).inserted else { return }
             state.version.bump()
-            for item in state.commonItems.values {
+            for (item, _) in state.commonItems.values.sorted(by: { $0.joined < $1.joined }) {
                 state.insert(item, into: mode)
             }
         }

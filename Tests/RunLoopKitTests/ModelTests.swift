@@ -9,6 +9,15 @@ import Testing
 // thread and others), checked step by step against a small reference model of SPEC §2 (which
 // items are served in which mode, callout order, run results, nothing lost or run twice).
 //
+// Observers are random items too: random activities, repeating or not, and a few `order` values
+// so that ties happen (with each other and with the entry/exit logging observer). The model checks
+// that a mode's observers are called in ascending order, ties in the order they joined that mode
+// (items joining a mode added to the common set later keep the order they joined `.common` in);
+// that a non-repeating observer is called once; that a running observer is skipped by the nested
+// runs of its own callout; that invalidation (from the loop thread, another thread, a callout, or
+// the observer's own callout) takes effect at once; and that observers do not keep a mode alive.
+// Runs never sleep, so no observer may be called for `beforeWaiting` or `afterWaiting`.
+//
 // A failure prints its seed; replay one with RUNLOOPKIT_MODEL_SEED=<seed> swift test --filter ModelTests.
 // RUNLOOPKIT_MODEL_RUNS sets how many sequences run (default 2,000).
 
@@ -28,6 +37,9 @@ struct SeededGenerator: RandomNumberGenerator {
 struct LoopModel {
     static let modes: [Loop.Mode] = [.default, .tracking, "a", "b"]
     static let addable: [Loop.Mode] = modes + [.common]
+    static let activities: [Loop.Activity] = [
+        .entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit,
+    ]
     /// A repeating timer's interval, in milliseconds. Fire dates are either well in the past (due
     /// at once) or hours ahead (never due during a test), so what fires in a run does not depend on
     /// how fast the machine is; after firing from a past date, a repeating timer's next fire date
@@ -49,6 +61,13 @@ struct LoopModel {
         case source(Int)
         case timer(Int)
         case port(Int)
+        case observer(Int)
+
+        /// Observers do not keep a mode alive.
+        var keepsModeAlive: Bool {
+            if case .observer = self { return false }
+            return true
+        }
     }
 
     /// The modes an item is in. As in CFRunLoop, `.common` expands to the common modes when an
@@ -58,6 +77,10 @@ struct LoopModel {
         var modes: Set<Loop.Mode> = []
         var common = false
         var valid = true
+        /// When the item joined each of its modes, and `.common`: observers of equal order are
+        /// called in the order they joined the mode, and items join a mode added to the common set
+        /// in the order they joined `.common`.
+        var joined: [Loop.Mode: UInt64] = [:]
     }
 
     struct Source {
@@ -74,6 +97,16 @@ struct LoopModel {
         var member = Membership()
         /// Firing timers are not re-entered by nested runs.
         var firing = false
+        var action: Action = .none
+    }
+
+    struct Observer {
+        var activities: Loop.Activity
+        var repeats: Bool
+        var order: Int
+        var member = Membership()
+        /// Running observers are not re-entered by nested runs.
+        var running = false
         var action: Action = .none
     }
 
@@ -97,6 +130,9 @@ struct LoopModel {
     var sources: [Source] = []
     var timers: [Timer] = []
     var ports: [Port] = []
+    var observers: [Observer] = []
+    /// Stamps `Membership.joined`.
+    var joinClock: UInt64 = 0
     /// The action each message carries, by message id.
     var messageActions: [Action] = []
     var blocks: [Block] = []
@@ -110,6 +146,7 @@ struct LoopModel {
             case .source(let index): sources[index].member
             case .timer(let index): timers[index].member
             case .port(let index): ports[index].member
+            case .observer(let index): observers[index].member
             }
         }
         set {
@@ -117,6 +154,7 @@ struct LoopModel {
             case .source(let index): sources[index].member = newValue
             case .timer(let index): timers[index].member = newValue
             case .port(let index): ports[index].member = newValue
+            case .observer(let index): observers[index].member = newValue
             }
         }
     }
@@ -129,17 +167,22 @@ struct LoopModel {
         timer.member.valid && timer.fireDate < 0 && !timer.firing
     }
 
-    mutating func newItem(_ item: Item, action: Action) {
-        items.append(item)
-        setAction(action, of: item)
-    }
-
     mutating func setAction(_ action: Action, of item: Item) {
         switch item {
         case .source(let index): sources[index].action = action
         case .timer(let index): timers[index].action = action
+        case .observer(let index): observers[index].action = action
         case .port: break  // a port's messages carry the actions
         }
+    }
+
+    /// Puts `member` in `mode` (a real mode, or `.common` for the common flag's stamp); one already
+    /// there keeps its place.
+    mutating func join(_ member: inout Membership, _ mode: Loop.Mode) {
+        guard member.joined[mode] == nil else { return }
+        joinClock += 1
+        member.joined[mode] = joinClock
+        if mode != .common { member.modes.insert(mode) }
     }
 
     mutating func add(_ item: Item, to mode: Loop.Mode) {
@@ -148,29 +191,37 @@ struct LoopModel {
         if mode == .common {
             guard !member.common else { return }
             member.common = true
-            member.modes.formUnion(commonModes)
+            join(&member, .common)
+            for common in commonModes { join(&member, common) }
         } else {
-            member.modes.insert(mode)
+            join(&member, mode)
         }
         self[member: item] = member
     }
 
     mutating func remove(_ item: Item, from mode: Loop.Mode) {
         var member = self[member: item]
+        let left: Set<Loop.Mode>
         if mode == .common {
             guard member.common else { return }
             member.common = false
-            member.modes.subtract(commonModes)
+            left = commonModes.union([.common])
         } else {
-            member.modes.remove(mode)
+            left = [mode]
         }
+        member.modes.subtract(left)
+        for mode in left { member.joined[mode] = nil }
         self[member: item] = member
     }
 
     mutating func addCommonMode(_ mode: Loop.Mode) {
         guard commonModes.insert(mode).inserted else { return }
-        for item in items where self[member: item].valid && self[member: item].common {
-            self[member: item].modes.insert(mode)
+        let joining = items.filter { self[member: $0].valid && self[member: $0].common }
+            .sorted { self[member: $0].joined[.common]! < self[member: $1].joined[.common]! }
+        for item in joining {
+            var member = self[member: item]
+            join(&member, mode)
+            self[member: item] = member
         }
     }
 
@@ -182,7 +233,8 @@ struct LoopModel {
     /// observers do not.
     func isEmpty(_ mode: Loop.Mode) -> Bool {
         if mode == .common { return true }
-        return !items.contains { isIn(self[member: $0], mode) } && !blocks.contains { blockMatches($0, mode) }
+        return !items.contains { $0.keepsModeAlive && isIn(self[member: $0], mode) }
+            && !blocks.contains { blockMatches($0, mode) }
     }
 
     mutating func signal(_ index: Int) {
@@ -209,7 +261,7 @@ struct LoopModel {
         self[member: item] = Membership(valid: false)
         switch item {
         case .source(let index): sources[index].signalled = nil
-        case .timer: break
+        case .timer, .observer: break
         case .port(let index):
             ports[index].messages = []
             ports[index].readySince = nil
@@ -237,8 +289,10 @@ struct LoopModel {
         let outerStopped = stopped
         stopped = false
         defer { stopped = outerStopped }
-        log.append("enter \(mode.name)")
-        // 2.2 blocks, 2.3 custom sources (and the blocks they queued).
+        notify(.entry, in: mode)
+        // 2.1 observers, 2.2 blocks, 2.3 custom sources (and the blocks they queued).
+        notify(.beforeTimers, in: mode)
+        notify(.beforeSources, in: mode)
         runBlocks(mode)
         let sourcesRan = performSources(mode)
         if sourcesRan { runBlocks(mode) }
@@ -247,12 +301,46 @@ struct LoopModel {
         let portsServed = servePorts(mode)
         let handled = sourcesRan || portsServed
         runBlocks(mode)
-        log.append("exit \(mode.name)")
-        if handled && returnAfterSourceHandled { return .handledSource }
-        if !returnAfterSourceHandled { return .timedOut }  // zero timeout: the deadline has passed
-        if stopped { return .stopped }
-        if isEmpty(mode) { return .finished }
-        return nil
+        // The result is settled before the exit observers run: a stop from one of them is lost.
+        let result: Loop.RunResult
+        if handled && returnAfterSourceHandled {
+            result = .handledSource
+        } else if !returnAfterSourceHandled {
+            result = .timedOut  // zero timeout: the deadline has passed
+        } else if stopped {
+            result = .stopped
+        } else if isEmpty(mode) {
+            result = .finished
+        } else {
+            return nil
+        }
+        notify(.exit, in: mode)
+        return result
+    }
+
+    /// The observers of `mode` watching `activity`, taken once (as the loop does), by order, then
+    /// by when they joined the mode. The entry/exit logging observer has order 0 and is added just
+    /// before each top-level run, so it comes last among order-0 ties. One invalidated meanwhile, or
+    /// running (this is a nested run inside its callout), is skipped; a non-repeating one
+    /// invalidates itself after its callout.
+    mutating func notify(_ activity: Loop.Activity, in mode: Loop.Mode) {
+        var called: [(order: Int, joined: UInt64, index: Int?)] = observers.indices
+            .filter { isIn(observers[$0].member, mode) && observers[$0].activities.contains(activity) }
+            .map { (observers[$0].order, observers[$0].member.joined[mode]!, $0) }
+        if activity == .entry || activity == .exit { called.append((0, .max, nil)) }
+        called.sort { ($0.order, $0.joined) < ($1.order, $1.joined) }
+        for (_, _, index) in called {
+            guard let index else {
+                log.append(activity == .entry ? "enter \(mode.name)" : "exit \(mode.name)")
+                continue
+            }
+            guard observers[index].member.valid, !observers[index].running else { continue }
+            observers[index].running = true
+            log.append("observer \(index) \(activity)")
+            apply(observers[index].action)
+            observers[index].running = false
+            if !observers[index].repeats { invalidate(.observer(index)) }
+        }
     }
 
     mutating func runBlocks(_ mode: Loop.Mode) {
@@ -309,11 +397,15 @@ struct LoopModel {
     /// messages queued when its turn comes (ones sent meanwhile wait for the next pass); a nested
     /// run in one of those callouts, in a mode holding the port, goes on with the messages still
     /// queued, so that delivery stays in send order. An invalidated port delivers no more. Returns
-    /// whether any port delivered.
+    /// whether any port delivered. Ports whose delivery is under way (a nested run inside one of
+    /// their callouts) come first, among themselves in the order they joined the mode.
     mutating func servePorts(_ mode: Loop.Mode) -> Bool {
         let ready = ports.indices
             .filter { isIn(ports[$0].member, mode) && !ports[$0].messages.isEmpty }
-            .sorted { (ports[$0].readySince ?? 0) < (ports[$1].readySince ?? 0) }
+            .sorted {
+                (ports[$0].readySince ?? 0, ports[$0].member.joined[mode]!)
+                    < (ports[$1].readySince ?? 0, ports[$1].member.joined[mode]!)
+            }
         var handled = false
         for index in ready where ports[index].member.valid && !ports[index].messages.isEmpty {
             let last = ports[index].messages.last!
@@ -337,8 +429,10 @@ final class ModelHarness: @unchecked Sendable {
     var sources: [LoopSource] = []
     var timers: [LoopTimer] = []
     var ports: [LoopPort<Int>] = []
+    var observers: [LoopObserver] = []
     var sourceActions: [LoopModel.Action] = []
     var timerActions: [LoopModel.Action] = []
+    var observerActions: [LoopModel.Action] = []
     var messageActions: [LoopModel.Action] = []
     var log: [String] = []
 
@@ -387,6 +481,17 @@ final class ModelHarness: @unchecked Sendable {
         ports.append(port)
     }
 
+    func addObserver(activities: Loop.Activity, repeats: Bool, order: Int) {
+        let index = observers.count
+        let observer = LoopObserver(activities: activities, repeats: repeats, order: order) {
+            [unowned self] _, activity in
+            self.log.append("observer \(index) \(activity)")
+            self.perform(self.observerActions[index])
+        }
+        observers.append(observer)
+        observerActions.append(.none)
+    }
+
     func date(_ milliseconds: Int) -> ContinuousClock.Instant {
         origin + .milliseconds(milliseconds)
     }
@@ -395,6 +500,7 @@ final class ModelHarness: @unchecked Sendable {
         switch item {
         case .source(let index): sourceActions[index] = action
         case .timer(let index): timerActions[index] = action
+        case .observer(let index): observerActions[index] = action
         case .port: break
         }
     }
@@ -404,6 +510,7 @@ final class ModelHarness: @unchecked Sendable {
         case .source(let index): loop.add(sources[index], forMode: mode)
         case .timer(let index): loop.add(timers[index], forMode: mode)
         case .port(let index): loop.add(ports[index], forMode: mode)
+        case .observer(let index): loop.add(observers[index], forMode: mode)
         }
     }
 
@@ -412,6 +519,7 @@ final class ModelHarness: @unchecked Sendable {
         case .source(let index): loop.remove(sources[index], forMode: mode)
         case .timer(let index): loop.remove(timers[index], forMode: mode)
         case .port(let index): loop.remove(ports[index], forMode: mode)
+        case .observer(let index): loop.remove(observers[index], forMode: mode)
         }
     }
 
@@ -421,6 +529,7 @@ final class ModelHarness: @unchecked Sendable {
         case .source(let index): return { [source = sources[index]] in source.invalidate() }
         case .timer(let index): return { [timer = timers[index]] in timer.invalidate() }
         case .port(let index): return { [port = ports[index]] in port.invalidate() }
+        case .observer(let index): return { [observer = observers[index]] in observer.invalidate() }
         }
     }
 
@@ -516,11 +625,11 @@ final class ModelHarness: @unchecked Sendable {
         for step in 0..<steps {
             var choice = Int.random(in: 0..<100, using: &random)
             // With nothing to act on yet, make something rather than run an empty loop.
-            if model.items.isEmpty && (14..<64).contains(choice) { choice = 0 }
+            if model.items.isEmpty && (18..<64).contains(choice) { choice = 0 }
             switch choice {
-            case 0..<14:  // a new source, timer or port, added to a random mode
+            case 0..<18:  // a new source, timer, port or observer, added to a random mode
                 let item: LoopModel.Item
-                switch Int.random(in: 0..<10, using: &random) {
+                switch Int.random(in: 0..<16, using: &random) {
                 case 0..<4:
                     let order = Int.random(in: 0...2, using: &random)
                     item = .source(model.sources.count)
@@ -532,28 +641,48 @@ final class ModelHarness: @unchecked Sendable {
                     item = .timer(model.timers.count)
                     model.timers.append(LoopModel.Timer(repeats: repeats, fireDate: fireDate))
                     real.addTimer(repeats: repeats, fireDate: fireDate)
-                default:
+                case 7..<10:
                     item = .port(model.ports.count)
                     model.ports.append(LoopModel.Port())
                     real.addPort()
+                default:
+                    // Waiting activities included: they must never be called, as runs never sleep.
+                    var activities: Loop.Activity = []
+                    for activity in LoopModel.activities where Int.random(in: 0..<3, using: &random) > 0 {
+                        activities.insert(activity)
+                    }
+                    if activities.isEmpty { activities = .allActivities }
+                    let repeats = Bool.random(using: &random)
+                    // Orders around the logging observer's 0, so that ties with it happen too.
+                    let order = Int.random(in: -1...1, using: &random)
+                    item = .observer(model.observers.count)
+                    model.observers.append(LoopModel.Observer(activities: activities, repeats: repeats, order: order))
+                    real.addObserver(activities: activities, repeats: repeats, order: order)
                 }
-                // Chosen once the item exists, so that it may act on itself (a timer invalidating
-                // itself from its own handler, a source signalling itself).
-                let action = randomAction(&random)
-                model.newItem(item, action: action)
+                // Chosen once the item exists, so that it may act on itself (a timer or an observer
+                // invalidating itself from its own handler, a source signalling itself).
+                model.items.append(item)
+                var action = randomAction(&random)
+                // A repeating observer signalling a source whose callout runs the loop again would
+                // recurse without end (each nested run calls the observer, which signals the source
+                // again): only one-shot observers signal.
+                if case .observer(let index) = item, model.observers[index].repeats, case .signal = action {
+                    action = .none
+                }
+                model.setAction(action, of: item)
                 real.setAction(action, of: item)
                 fallthrough
-            case 14..<26 where !model.items.isEmpty:  // add an existing item to a mode
-                let item = choice < 14 ? model.items.last! : model.items.randomElement(using: &random)!
+            case 18..<30 where !model.items.isEmpty:  // add an existing item to a mode
+                let item = choice < 18 ? model.items.last! : model.items.randomElement(using: &random)!
                 let mode = LoopModel.addable.randomElement(using: &random)!
                 model.add(item, to: mode)
                 real.add(item, to: mode)
-            case 26..<32 where !model.items.isEmpty:  // remove from a mode
+            case 30..<36 where !model.items.isEmpty:  // remove from a mode
                 let item = model.items.randomElement(using: &random)!
                 let mode = LoopModel.addable.randomElement(using: &random)!
                 model.remove(item, from: mode)
                 real.remove(item, from: mode)
-            case 32..<46 where !model.sources.isEmpty:  // signal, here or from another thread
+            case 36..<46 where !model.sources.isEmpty:  // signal, here or from another thread
                 let index = Int.random(in: 0..<model.sources.count, using: &random)
                 model.signal(index)
                 let source = real.sources[index]
@@ -654,7 +783,9 @@ final class ModelHarness: @unchecked Sendable {
 }
 
 /// Logs entry and exit of every run (nested ones included) into the harness's log, and resets
-/// both logs at the outermost entry so that each top-level run is compared on its own.
+/// both logs at the outermost entry so that each top-level run is compared on its own. It has the
+/// default order, 0, and is added to every mode just before each top-level run: the last of the
+/// order-0 observers in each, which is where the model calls it.
 final class ModelObserver {
     let observer: LoopObserver
 

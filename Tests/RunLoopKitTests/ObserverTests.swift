@@ -119,6 +119,25 @@ private func runWithOneTimer(_ loop: Loop) -> Loop.RunResult {
         #expect(calls.events == expected)
     }
 
+    /// Observers added to `.common` keep their tie order in a mode that joins the common set later
+    /// (it receives them in the order they joined `.common`, not in hash-table order).
+    @Test func tiesKeepTheirOrderInAModeAddedToTheCommonSetLater() {
+        let calls = Recorder<Int>()
+        onFreshThread {
+            let loop = Loop.current
+            let joining = Loop.Mode("joining")
+            loop.add(LoopSource {}, forMode: joining)
+            let observers = (0..<16).map { index in
+                LoopObserver(activities: .entry) { _, _ in calls.append(index) }
+            }
+            for observer in observers { loop.add(observer, forMode: .common) }
+            loop.addCommonMode(joining)
+            loop.run(mode: joining, for: .zero)
+            for observer in observers { observer.invalidate() }
+        }
+        #expect(calls.events == Array(0..<16))
+    }
+
     // MARK: One-shot observers
 
     @Test func nonRepeatingObserverIsCalledOnceThenInvalid() {
