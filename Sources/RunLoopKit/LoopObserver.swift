@@ -26,7 +26,10 @@ public final class LoopObserver: @unchecked Sendable {
         weak var loop: Loop?
     }
 
-    let state: Locked<State>
+    /// The observer's state, guarded by `stateLock`, a lock word in the object itself (as for timers:
+    /// the critical sections are a few field accesses, taken on every pass that serves it).
+    @exclusivity(unchecked) private var guardedState: State
+    private let stateLock = Atomic<Bool>(false)
     /// The modes of its loop the observer is in; guarded by that loop's `state` lock, which
     /// also makes the runtime's exclusivity checks redundant.
     @exclusivity(unchecked) var membership = Membership()
@@ -45,19 +48,19 @@ public final class LoopObserver: @unchecked Sendable {
         self.activities = activities
         self.repeats = repeats
         self.order = order
-        self.state = Locked(State(handler: handler))
+        self.guardedState = State(handler: handler)
     }
 
     /// Whether the observer will still be called.
     ///
     /// Any thread.
-    public var isValid: Bool { state.withLock { $0.isValid } }
+    public var isValid: Bool { withState { $0.isValid } }
 
     /// Stops the observer for good, removes it from its loop and releases its handler.
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        let loop: Loop? = state.withLock { state in
+        let loop: Loop? = withState { state in
             guard state.isValid else { return nil }
             state.isValid = false
             state.handler = nil
@@ -68,8 +71,17 @@ public final class LoopObserver: @unchecked Sendable {
 
     // MARK: Loop machinery
 
+    /// Runs `body` on the state with the lock word held. Any thread; `body` must not call back
+    /// into the observer.
+    @inline(__always)
+    func withState<R>(_ body: (inout State) -> R) -> R {
+        stateLock.lockSpinning()
+        defer { stateLock.unlock() }
+        return body(&guardedState)
+    }
+
     func bind(to loop: Loop) -> Bool {
-        state.withLock { state in
+        withState { state in
             bindOwner(&state.loop, to: loop, kind: "LoopObserver")
             return state.isValid
         }
@@ -77,7 +89,7 @@ public final class LoopObserver: @unchecked Sendable {
 
     /// Calls the handler for `activity` unless it is already running. Loop thread only.
     func callOut(_ activity: Loop.Activity) {
-        guard !isRunning, let handler = state.withLock({ $0.isValid ? $0.handler : nil }) else { return }
+        guard !isRunning, let handler = withState({ $0.isValid ? $0.handler : nil }) else { return }
         isRunning = true
         handler(self, activity)
         isRunning = false

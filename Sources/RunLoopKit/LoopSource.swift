@@ -25,7 +25,10 @@ public final class LoopSource: @unchecked Sendable {
         weak var loop: Loop?
     }
 
-    let state: Locked<State>
+    /// The source's state, guarded by `stateLock`, a lock word in the object itself (as for timers:
+    /// the critical sections are a few field accesses, taken on every pass that serves it).
+    @exclusivity(unchecked) private var guardedState: State
+    private let stateLock = Atomic<Bool>(false)
     /// The modes of its loop the source is in; guarded by that loop's `state` lock, which
     /// also makes the runtime's exclusivity checks redundant.
     @exclusivity(unchecked) var membership = Membership()
@@ -49,14 +52,14 @@ public final class LoopSource: @unchecked Sendable {
     init(order: Int, readiness: (@Sendable () -> UInt64?)?, _ perform: @escaping () -> Void) {
         self.order = order
         self.readiness = readiness
-        self.state = Locked(State(perform: perform))
+        self.guardedState = State(perform: perform)
     }
 
     /// Marks the source as ready and wakes its loop.
     ///
     /// Any thread. Signalling an already signalled source keeps its place in the queue.
     public func signal() {
-        let loop: Loop? = state.withLock { state in
+        let loop: Loop? = withState { state in
             guard state.isValid else { return nil }
             if !state.isSignalled {
                 state.isSignalled = true
@@ -70,13 +73,13 @@ public final class LoopSource: @unchecked Sendable {
     /// Whether the source is still in service.
     ///
     /// Any thread.
-    public var isValid: Bool { state.withLock { $0.isValid } }
+    public var isValid: Bool { withState { $0.isValid } }
 
     /// Stops the source for good, removes it from its loop and releases its handler.
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        let loop: Loop? = state.withLock { state in
+        let loop: Loop? = withState { state in
             guard state.isValid else { return nil }
             state.isValid = false
             state.isSignalled = false
@@ -88,18 +91,27 @@ public final class LoopSource: @unchecked Sendable {
 
     // MARK: Loop machinery
 
+    /// Runs `body` on the state with the lock word held. Any thread; `body` must not call back
+    /// into the source.
+    @inline(__always)
+    func withState<R>(_ body: (inout State) -> R) -> R {
+        stateLock.lockSpinning()
+        defer { stateLock.unlock() }
+        return body(&guardedState)
+    }
+
     /// The loop the source was added to, if any.
-    var owner: Loop? { state.withLock { $0.loop } }
+    var owner: Loop? { withState { $0.loop } }
 
     /// Whether it is signalled, and since when; nil if not.
     var pendingSignal: UInt64? {
         if let readiness { return isValid ? readiness() : nil }
-        return state.withLock { $0.isValid && $0.isSignalled ? $0.signalSequence : nil }
+        return withState { $0.isValid && $0.isSignalled ? $0.signalSequence : nil }
     }
 
     /// Binds the source to `loop`; a source belongs to one loop for its whole life.
     func bind(to loop: Loop) -> (valid: Bool, signalled: Bool) {
-        state.withLock { state in
+        withState { state in
             bindOwner(&state.loop, to: loop, kind: "LoopSource")
             return (state.isValid, state.isSignalled)
         }
@@ -107,7 +119,7 @@ public final class LoopSource: @unchecked Sendable {
 
     /// Unsignals the source and returns its handler, or nil if another run got to it first.
     func takeSignal() -> (() -> Void)? {
-        state.withLock { state in
+        withState { state in
             guard state.isValid else { return nil }
             if let readiness {
                 state.isSignalled = false
