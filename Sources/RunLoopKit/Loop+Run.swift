@@ -117,12 +117,13 @@ extension Loop {
         notify(.beforeTimers, in: mode)
         notify(.beforeSources, in: mode)
 
-        // 2.2 Pending blocks for this mode; 2.3 signalled custom sources.
+        // 2.2 Pending blocks for this mode; 2.3 signalled custom sources (ports come in 2.5).
         runBlocks(in: mode)
         var handledSource = performSources(in: mode, ports: false)
         if handledSource { runBlocks(in: mode) }
 
-        // 2.4 Poll without blocking; sleep only if nothing is ready and nothing is owed.
+        // 2.4 Poll without blocking, if the kernel may know of something the loop does not (a
+        // watched descriptor or the main queue); sleep only if nothing is ready and nothing is owed.
         syncDescriptors(for: mode, backend)
         var events = backend.hasPollableEvents ? backend.pollNow() : BackendEvents()
         if !handledSource, !deadline.pollOnly, events.isEmpty, !hasWorkBeforeSleeping(mode, frame, deadline) {
