@@ -29,8 +29,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "runloop-demo",
-            dependencies: ["RunLoopKit"]
+            dependencies: ["RunLoopKit", "ToolSupport"]
         ),
+        // The demo's and the benchmark's own lock (not part of the library's API).
+        .target(name: "ToolSupport"),
         // Run by the tests as a child process: main-queue behaviour needs the real main thread.
         .executableTarget(
             name: "runloop-mainqueue-probe",
@@ -44,7 +46,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "runloop-bench",
-            dependencies: ["RunLoopKit", "CRawLibevent"]
+            dependencies: ["RunLoopKit", "CRawLibevent", "ToolSupport"]
         ),
 
         // HTTP/1.1 server on RunLoopKit, and the same server on raw libevent in C for comparison.

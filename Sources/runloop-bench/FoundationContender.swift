@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import Glibc
 import Synchronization
+import ToolSupport
 
 // The workloads on Foundation's run loop as shipped with the Swift toolchain on Linux
 // (swift-corelibs-foundation's CoreFoundation), at its best: the CF API directly, and
@@ -92,7 +93,7 @@ enum FoundationContender: Contender {
         let done = DispatchSemaphore(value: 0)
         /// When the first producer left the start line (on two cores the measuring thread may not
         /// run again until the producers are done).
-        private let firstStart = Mutex(Double.infinity)
+        private let firstStart = Shared(Double.infinity)
         var start: Double { firstStart.withLock { $0 } }
         init(target: Int) { self.target = target }
 
@@ -349,8 +350,8 @@ enum FoundationContender: Contender {
             guard read(state.endB, &byte, 1) == 1 else { return }
             _ = write(state.endB, &byte, 1)
         }
-        let socketA = Mutex<Handed<CFSocket>?>(nil)
-        let socketB = Mutex<Handed<CFSocket>?>(nil)
+        let socketA = Shared<Handed<CFSocket>?>(nil)
+        let socketB = Shared<Handed<CFSocket>?>(nil)
         let threadA = CFLoopThread { _ in
             let socket = attachSocket(state.endA, state, onA)
             socketA.withLock { $0 = socket.map(Handed.init) }

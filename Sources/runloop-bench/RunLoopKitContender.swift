@@ -3,6 +3,7 @@ import Dispatch
 import Glibc
 import RunLoopKit
 import Synchronization
+import ToolSupport
 
 /// The workloads on RunLoopKit, through its public API only.
 enum RunLoopKitContender: Contender {
@@ -25,7 +26,7 @@ enum RunLoopKitContender: Contender {
         let done = DispatchSemaphore(value: 0)
         /// When the first producer left the start line (on two cores the measuring thread may not
         /// run again until the producers are done).
-        private let firstStart = Mutex(Double.infinity)
+        private let firstStart = Shared(Double.infinity)
         var start: Double { firstStart.withLock { $0 } }
         init(target: Int) { self.target = target }
 

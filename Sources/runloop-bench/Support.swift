@@ -2,34 +2,9 @@ import CRawLibevent
 import Dispatch
 import Glibc
 import Synchronization
+import ToolSupport
 
 // Threads, clocks, memory and small shared boxes used by every implementation's workloads.
-
-/// The benchmark's lock, shaped like `Synchronization.Mutex` (and found before it by name lookup)
-/// but a pthread mutex, which ThreadSanitizer understands: `Synchronization.Mutex` is a futex in
-/// the runtime library, invisible to the sanitizer, so the sanitized runs of the smoke test would
-/// report every access it guards as a race.
-final class Mutex<Value>: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var value: Value
-
-    init(_ value: Value) {
-        self.value = value
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
-    }
-}
 
 /// Monotonic time in seconds (`CLOCK_MONOTONIC`, the clock the C workloads use too).
 @inline(__always)
@@ -78,7 +53,7 @@ final class NativeThread: @unchecked Sendable {
     private var thread = pthread_t()
     private let finished = DispatchSemaphore(value: 0)
     /// (the body has finished, the thread is joined or detached)
-    private let status = Mutex((finished: false, released: false))
+    private let status = Shared((finished: false, released: false))
 
     private final class Start {
         let body: () -> Void

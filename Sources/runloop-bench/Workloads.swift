@@ -1,4 +1,5 @@
 import Synchronization
+import ToolSupport
 
 // The workloads (the Swift concurrency ones are in ConcurrencyWorkloads.swift). Each implementation (a `Contender`) does every workload the same way in
 // spirit; the per-implementation files say how exactly.
@@ -74,7 +75,7 @@ enum MetricID {
 
 /// Leads (seconds from now to the first due time) that let each implementation finish scheduling
 /// before its first timer is due; learnt from the runs so far.
-private let timerLeads = Mutex<[Implementation: Double]>([:])
+private let timerLeads = Shared<[Implementation: Double]>([:])
 
 enum Workloads {
     static let all: [Workload] = [

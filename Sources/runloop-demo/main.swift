@@ -14,6 +14,7 @@
 import Dispatch
 import Glibc
 import RunLoopKit
+import ToolSupport
 
 // MARK: - Helpers
 
@@ -88,31 +89,6 @@ func threadName() -> String {
     var buffer = [CChar](repeating: 0, count: 64)
     guard let pthreadGetName, pthreadGetName(pthread_self(), &buffer, buffer.count) == 0 else { return "?" }
     return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-}
-
-/// A value shared between threads, guarded by a pthread mutex.
-final class Shared<Value>: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var value: Value
-
-    init(_ value: Value) {
-        self.value = value
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func withLock<R>(_ body: (inout Value) -> R) -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body(&value)
-    }
-
-    var current: Value { withLock { $0 } }
 }
 
 // MARK: - 1. Phases
