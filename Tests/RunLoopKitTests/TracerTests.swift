@@ -32,7 +32,7 @@ import Testing
             var fires = 0
             let timer = LoopTimer(after: .milliseconds(10), repeating: .milliseconds(10)) { timer in
                 fires += 1
-                worker.loop.perform { usleep(200) }
+                worker.loop.perform { usleep(5_000) }
                 if fires == 3 { timer.invalidate() }
             }
             loop.add(timer, forMode: .default)
@@ -61,8 +61,9 @@ import Testing
         for phase in phases {
             #expect(main.contains { $0.kind == .phase(phase) && $0.mode == .default }, "no \(phase) phase")
         }
-        // The 3 posted blocks sleep 200 µs each (`LoopThread.stop()` queues a short one of its own).
-        let blocks = worker.filter { $0.kind == .callout(.block) && $0.duration >= .microseconds(200) }
+        // The 3 posted blocks sleep 5 ms each; `LoopThread.stop()` queues a short one of its own, well
+        // under that even with a sanitizer's slowdown.
+        let blocks = worker.filter { $0.kind == .callout(.block) && $0.duration >= .milliseconds(5) }
         #expect(blocks.count == 3)
         #expect(blocks.allSatisfy { $0.queueDelay != nil })
         #expect(worker.contains { $0.kind == .waiting })
@@ -111,7 +112,7 @@ import Testing
         #expect(timers.count == 3)
         #expect(timers.allSatisfy { $0["tid"] as? Int == mainThread && $0["cat"] as? String == "callout" })
         #expect(timers.allSatisfy { ($0["args"] as? [String: Any])?["mode"] as? String == "default" })
-        let blocks = named("block", "X").filter { ($0["dur"] as? Double ?? 0) >= 200 }
+        let blocks = named("block", "X").filter { ($0["dur"] as? Double ?? 0) >= 5_000 }  // µs: the 3 posted blocks
         #expect(blocks.count == 3)
         #expect(blocks.allSatisfy { $0["tid"] as? Int == workerThread })
         #expect(blocks.allSatisfy { ($0["args"] as? [String: Any])?["queueDelayUs"] is Double })
