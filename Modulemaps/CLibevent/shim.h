@@ -184,4 +184,14 @@ static inline void rlk_quiet_libevent_logs(void) {
     event_set_log_callback(rlk_event_log_discard);
 }
 
+/// A spin-wait hint (`pause` on x86, `yield` on Arm): lets a sibling hardware thread run and
+/// saves power while the loop polls for work before sleeping.
+static inline void rlk_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 #endif

@@ -16,11 +16,18 @@ struct Locked<Value>: @unchecked Sendable {
 
     private let storage: Storage
 
-    init(_ value: Value) {
+    /// `adaptive`: a `PTHREAD_MUTEX_ADAPTIVE_NP` mutex, which spins briefly before sleeping in the
+    /// kernel; for a lock held for a few instructions by many threads, where a contended thread
+    /// would otherwise pay a futex sleep and wake-up for a lock freed nanoseconds later.
+    init(_ value: Value, adaptive: Bool = false) {
         let buffer = Storage.create(minimumCapacity: 1) { _ in value }
         buffer.withUnsafeMutablePointerToElements { mutex in
             mutex.initialize(to: pthread_mutex_t())
-            let code = pthread_mutex_init(mutex, nil)
+            var attributes = pthread_mutexattr_t()
+            pthread_mutexattr_init(&attributes)
+            if adaptive { pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP)) }
+            let code = pthread_mutex_init(mutex, &attributes)
+            pthread_mutexattr_destroy(&attributes)
             precondition(code == 0, "RunLoopKit: pthread_mutex_init failed (\(code))")
         }
         // ManagedBuffer.create returns the dynamic subclass instance.

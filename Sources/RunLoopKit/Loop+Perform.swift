@@ -42,11 +42,14 @@ extension Loop {
     }
 
     struct Inbox {
-        var blocks: [Block] = []
+        var blocks = BlockBuffer()
         /// True from the eventfd write until the loop has read it.
         var wakePending = false
         /// Set at teardown: nothing is queued and the eventfd is not written any more.
         var closed = false
+        /// The loop is polling for work before sleeping (see `Loop+Spin.swift`): a wake-up is a
+        /// store to `spinKick`, not an eventfd write.
+        var spinning = false
     }
 
     /// Queues `block` to run on the loop's thread the next time the loop runs in one of `modes`
@@ -80,7 +83,7 @@ extension Loop {
             guard !inbox.closed else { return false }
             inbox.blocks.append(moving.take()!)
             // The loop's own thread checks its inbox before sleeping; only other threads must wake it.
-            return foreign && Loop.claimWakeUp(&inbox)
+            return foreign && claimWakeUp(&inbox)
         }
         if mustWake { writeWakeDescriptor() }
     }
@@ -89,7 +92,7 @@ extension Loop {
     ///
     /// Any thread. Coalesced: many calls before the loop wakes cost one write to its eventfd.
     public func wakeUp() {
-        if inbox.withLock({ Loop.claimWakeUp(&$0) }) { writeWakeDescriptor() }
+        if inbox.withLock({ claimWakeUp(&$0) }) { writeWakeDescriptor() }
     }
 
     /// Makes the innermost running `run` return `.stopped` once the current callout returns.
@@ -109,9 +112,14 @@ extension Loop {
         wakeUpIfForeign()
     }
 
-    /// Under the inbox lock: whether this caller is the one to write the eventfd.
-    private static func claimWakeUp(_ inbox: inout Inbox) -> Bool {
+    /// Under the inbox lock: whether this caller is the one to write the eventfd. A spinning loop
+    /// is told through `spinKick` instead, and no wake-up is left pending.
+    private func claimWakeUp(_ inbox: inout Inbox) -> Bool {
         guard !inbox.closed, !inbox.wakePending else { return false }
+        if inbox.spinning {
+            spinKick.store(true, ordering: .releasing)
+            return false
+        }
         inbox.wakePending = true
         return true
     }
@@ -137,28 +145,39 @@ extension Loop {
     /// Moves posted blocks into `pendingBlocks`. `consumedWakeUp`: the backend has read the eventfd,
     /// so the next post must write it again. Loop thread only.
     func takeInbox(consumedWakeUp: Bool) {
-        // Swap the inbox with a spare array that keeps its capacity: no regrowth per batch.
-        var taken = spareBlocks
-        spareBlocks = []
+        // Swap the inbox with an empty spare buffer: the lock is held for a pointer swap.
+        let spare = takeSpareBlocks()
+        var taken = spare
         inbox.withLock { inbox in
             if consumedWakeUp { inbox.wakePending = false }
             if !inbox.blocks.isEmpty { swap(&inbox.blocks, &taken) }
         }
-        queuePending(&taken)
+        queuePending(taken)
     }
 
-    /// Appends blocks taken from the inbox to `pendingBlocks`; `taken` (emptied, capacity kept)
-    /// becomes the spare array.
-    private func queuePending(_ taken: inout [Block]) {
-        if !taken.isEmpty {
-            if pendingBlocks.isEmpty {
-                swap(&pendingBlocks, &taken)
-            } else {
-                pendingBlocks.append(contentsOf: taken)
-                taken.removeAll(keepingCapacity: true)
-            }
+    /// Appends blocks taken from the inbox to `pendingBlocks`; an empty buffer becomes a spare.
+    private func queuePending(_ taken: BlockBuffer) {
+        if taken.isEmpty {
+            keepSpareBlocks(taken)
+        } else if pendingBlocks.isEmpty {
+            keepSpareBlocks(pendingBlocks)
+            pendingBlocks = taken
+        } else {
+            pendingBlocks.append(movingFrom: taken)
+            keepSpareBlocks(taken)
         }
-        spareBlocks = taken
+    }
+
+    /// An empty buffer: the spare, or a new one. Loop thread only.
+    private func takeSpareBlocks() -> BlockBuffer {
+        guard let spare = spareBlocks else { return BlockBuffer() }
+        spareBlocks = nil
+        return spare
+    }
+
+    /// Keeps an emptied buffer for the next take, unless a burst grew it too large to keep.
+    private func keepSpareBlocks(_ buffer: BlockBuffer) {
+        if spareBlocks == nil && buffer.capacity <= BlockBuffer.retainedCapacity { spareBlocks = buffer }
     }
 
     /// Before sleeping: takes the inbox, first reading the eventfd if a wake-up was written for it.
@@ -167,13 +186,13 @@ extension Loop {
     /// landing in between then either finds the flag still set (and is taken here) or writes again.
     func takeInboxBeforeSleeping() {
         // One lock in the usual case (no wake-up pending): look at the flag and take the posts.
-        var taken = spareBlocks
-        spareBlocks = []
+        let spare = takeSpareBlocks()
+        var taken = spare
         let wakePending = inbox.withLock { inbox in
             if !inbox.wakePending, !inbox.blocks.isEmpty { swap(&inbox.blocks, &taken) }
             return inbox.wakePending
         }
-        queuePending(&taken)
+        queuePending(taken)
         if wakePending {
             _ = LibeventBackend.drainEventDescriptor(wakeDescriptor)
             takeInbox(consumedWakeUp: true)
@@ -187,25 +206,33 @@ extension Loop {
         takeInbox(consumedWakeUp: false)
         guard !pendingBlocks.isEmpty else { return false }
         let modeIsCommon = view(of: mode).isCommon
-        var runnable: [Block]
+        // Set aside before running: a nested run inside a block must see only what is still
+        // pending, and must not reach the buffer being drained.
+        let runnable: BlockBuffer
         if pendingBlocks.allSatisfy({ Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }) {
             // The usual case: everything pending may run.
-            runnable = []
-            swap(&runnable, &pendingBlocks)
+            runnable = pendingBlocks
+            pendingBlocks = takeSpareBlocks()
         } else {
-            runnable = pendingBlocks.filter { Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }
-            // Set before running: a nested run inside a block must see only what is still pending.
-            pendingBlocks.removeAll { Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }
+            runnable = takeSpareBlocks()
+            pendingBlocks.move(where: { Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }, to: runnable)
+            if runnable.isEmpty {
+                keepSpareBlocks(runnable)
+                return false
+            }
         }
-        let ran = !runnable.isEmpty
-        // Each body is moved out of the array before its callout and dies after it: the closure's
-        // context is released once and never retained on the way (the posting thread holds
-        // references to the same objects, so every extra count would bounce a cache line).
-        for index in runnable.indices {
-            let postedAt = runnable[index].postedAt
-            switch runnable[index].takeBody() {
+        // Each block is moved out of the buffer, its body handed to the callout and released after
+        // it: the closure's context is released once and never retained on the way (the posting
+        // thread holds references to the same objects, so every extra count bounces a cache line).
+        let blocks = runnable.takeAll()
+        for slot in blocks.indices {
+            // Moved out in place: a copy of the block would retain the closure's context.
+            let body = blocks[slot].takeBody()
+            let postedAt = blocks[slot].postedAt
+            (blocks.baseAddress! + slot).deinitialize(count: 1)
+            switch consume body {
             case .closure(let body):
-                callOut(.block, postedAt: postedAt, body)
+                if instruments == nil { body() } else { callOut(.block, postedAt: postedAt, body) }
             case .job(let job):
                 callOut(.job, postedAt: postedAt) {
                     job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
@@ -214,10 +241,8 @@ extension Loop {
                 break
             }
         }
-        runnable.removeAll(keepingCapacity: true)
-        // Empty, with its capacity: the next take swaps it with the inbox instead of growing one.
-        if spareBlocks.capacity < runnable.capacity { spareBlocks = runnable }
-        return ran
+        keepSpareBlocks(runnable)
+        return true
     }
 
     /// Whether a block that may run in `mode` is pending (including ones posted from this thread).
@@ -236,7 +261,7 @@ extension Loop {
     /// Whether `block` may run in `mode`; `modeIsCommon`: `mode` is in the common set (looked up
     /// once per pass, not per block).
     @inline(__always)
-    static func block(_ block: Block, mayRunIn mode: Mode, modeIsCommon: Bool) -> Bool {
+    static func block(_ block: borrowing Block, mayRunIn mode: Mode, modeIsCommon: Bool) -> Bool {
         guard let modes = block.modes else { return modeIsCommon }
         for candidate in modes
         where candidate == mode || (modeIsCommon && candidate == .common) {

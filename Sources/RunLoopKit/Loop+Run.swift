@@ -132,11 +132,17 @@ extension Loop {
             if !hasWorkBeforeSleeping(mode, frame, deadline) {
                 syncDescriptors(for: mode, backend)
                 let wake = earliest(view(of: mode).nextWake, deadline.ticks)
-                waiting.store(true, ordering: .releasing)
                 instrumentWait(true)
-                events = backend.wait(until: wake)
+                // Recent waits short: poll in user space first (Loop+Spin.swift).
+                let spins = spinLimitNanoseconds.load(ordering: .relaxed) > 0
+                let waitStart = spins ? TickClock.now : 0
+                if !spins || !spinBeforeSleeping(until: wake, startedAt: waitStart, backend) {
+                    waiting.store(true, ordering: .releasing)
+                    events = backend.wait(until: wake)
+                    waiting.store(false, ordering: .releasing)
+                }
+                if spins { recordWait(from: waitStart, to: TickClock.now) }
                 instrumentWait(false)
-                waiting.store(false, ordering: .releasing)
             }
             notify(.afterWaiting, in: mode)
         }

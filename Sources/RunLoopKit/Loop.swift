@@ -15,12 +15,18 @@ public final class Loop: @unchecked Sendable {
     /// The mode tables' change counter (`state.version`), read without taking the lock.
     let tablesVersion: TableVersion
     /// Blocks posted from any thread plus the coalesced wake-up flag (see `Loop+Perform.swift`).
-    let inbox = Locked(Inbox())
+    /// Held for an append or a buffer swap by every posting thread: an adaptive mutex, so that a
+    /// producer meeting another one spins for those nanoseconds instead of sleeping on a futex.
+    let inbox = Locked(Inbox(), adaptive: true)
     /// Set by `LoopSource.signal()` so the loop scans its sources only when one was signalled.
     let sourceSignalled = Atomic<Bool>(false)
     /// The same for ports' sources, served in another step.
     let portSignalled = Atomic<Bool>(false)
     let waiting = Atomic<Bool>(false)
+    /// Set by a wake-up while the loop spins before sleeping (see `Loop+Spin.swift`).
+    let spinKick = Atomic<Bool>(false)
+    /// `spinLimit` in nanoseconds.
+    let spinLimitNanoseconds = Atomic<Int64>(Loop.defaultSpinLimitNanoseconds)
     /// Bumped by every removal of an item: lets a batch of ready descriptors skip re-checking
     /// membership when nothing was removed meanwhile.
     let removals = Atomic<UInt64>(0)
@@ -35,6 +41,8 @@ public final class Loop: @unchecked Sendable {
     let wakeDescriptor: Int32
     /// True for `Loop.main`, bound to the process's main thread.
     let isMainLoop: Bool
+    /// `ThreadSlot.key`, copied so that the posting hot path does not go through the lazy global.
+    private let threadKey: pthread_key_t
 
     // MARK: Loop-thread-only state
     //
@@ -45,9 +53,9 @@ public final class Loop: @unchecked Sendable {
     /// Created on the loop thread at the first run: every libevent call stays on this thread.
     @exclusivity(unchecked) var backend: LibeventBackend?
     /// Blocks moved out of the inbox that wait for a mode that is not running.
-    @exclusivity(unchecked) var pendingBlocks: [Block] = []
-    /// An emptied block array kept for its capacity, swapped with the inbox on each take.
-    @exclusivity(unchecked) var spareBlocks: [Block] = []
+    @exclusivity(unchecked) var pendingBlocks = BlockBuffer()
+    /// An emptied block buffer kept for its capacity, swapped with the inbox on each take.
+    @exclusivity(unchecked) var spareBlocks: BlockBuffer? = BlockBuffer()
     /// The attached instruments, nil when none (loop thread; refreshed from `instrumentRegistry`).
     @exclusivity(unchecked) var instruments: [any LoopInstrument]?
     /// The tables' version when the descriptor change queue was last emptied.
@@ -56,6 +64,9 @@ public final class Loop: @unchecked Sendable {
     @exclusivity(unchecked) var signalledScratch: [(source: LoopSource, since: UInt64)] = []
     /// What the iteration last read about its mode (see `view(of:)`).
     @exclusivity(unchecked) var modeView: ModeView?
+    /// A running average of how long the loop's recent waits lasted, in ticks (see `Loop+Spin.swift`);
+    /// negative before the first wait, which spins.
+    @exclusivity(unchecked) var averageWait: Ticks = -1
     /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
     @exclusivity(unchecked) var mainQueuePending = false
     /// Main loop: inside `_dispatch_main_queue_callback_4CF`, which must not be re-entered.
@@ -63,6 +74,7 @@ public final class Loop: @unchecked Sendable {
 
     private init(isMainLoop: Bool) {
         self.isMainLoop = isMainLoop
+        self.threadKey = ThreadSlot.key
         let version = TableVersion()
         self.tablesVersion = version
         self.state = Locked(State(version: version))
@@ -96,7 +108,7 @@ public final class Loop: @unchecked Sendable {
 
     /// Whether the calling thread is this loop's thread, without creating a loop for it.
     var isCurrentThread: Bool {
-        if let raw = pthread_getspecific(ThreadSlot.key) {
+        if let raw = pthread_getspecific(threadKey) {
             return raw == Unmanaged.passUnretained(self).toOpaque()
         }
         return isMainLoop && LibeventBackend.isMainThread
@@ -149,13 +161,15 @@ public final class Loop: @unchecked Sendable {
 
     /// Releases the loop's items and closes its descriptors; runs on the loop's thread as it exits.
     func tearDown() {
-        let orphans: [Block] = inbox.withLock { inbox in
+        // Released outside the lock: a closure's deinit may post to this loop (and be discarded).
+        let orphans: BlockBuffer = inbox.withLock { inbox in
             inbox.closed = true
-            defer { inbox.blocks = [] }
+            defer { inbox.blocks = BlockBuffer(capacity: 1) }
             return inbox.blocks
         }
         _ = orphans
-        pendingBlocks = []
+        pendingBlocks = BlockBuffer(capacity: 1)
+        spareBlocks = nil
         let items = state.withLock { state in
             let items = state.allItems()
             for item in items { item.withMembership { $0 = Membership() } }

@@ -332,6 +332,11 @@ final class LibeventBackend {
         signalRoutes.withLock { _ in rlk_signal_detach(signal, slot) }
     }
 
+    /// A spin-wait hint to the processor (`pause` on x86, `yield` on Arm), between two polls of
+    /// a spinning loop.
+    @inline(__always)
+    static func cpuRelax() { rlk_cpu_relax() }
+
     /// Reads an eventfd's counter; false if there was nothing to read.
     static func drainEventDescriptor(_ descriptor: Int32) -> Bool {
         var count: UInt64 = 0

@@ -1,0 +1,88 @@
+import Synchronization
+
+// Spinning before sleeping.
+//
+// A sleep in the kernel is cheap for the sleeper and expensive for whoever ends it: the eventfd
+// write is a system call, and waking a thread whose processor has gone idle costs microseconds
+// on bare metal and tens of microseconds on a virtual machine (the hypervisor must wake a halted
+// vCPU). A loop whose waits keep ending within microseconds (two loops trading requests and
+// replies, an executor hopping between actors) pays that on every exchange. Such a loop first
+// polls for work in user space for at most `spinLimit`, and only then sleeps.
+//
+// The protocol, under the inbox lock: the loop marks the inbox `spinning` only if nothing is
+// posted and no wake-up is pending. A wake-up (a post, a signal, a port message, stop, wakeUp)
+// that finds `spinning` set stores `spinKick` instead of writing the eventfd and leaves no
+// wake-up pending. The loop clears `spinning` under the lock before it sleeps, so a wake-up after
+// that writes the eventfd as usual: nothing is ever slept on.
+//
+// The loop spins only when its recent waits were short (an idle loop, whose waits are long,
+// never spins and keeps its zero CPU and zero wake-ups), when it watches no descriptor (their
+// readiness is known to the kernel only), and never past its next timer or the run's deadline.
+
+extension Loop {
+    /// Default `spinLimit`: a little more than a vCPU wake-up on a virtual machine.
+    static let defaultSpinLimitNanoseconds: Int64 = 50_000
+
+    /// The loop spins only while its recent waits average less than this many times `spinLimit`.
+    static let spinWhileWaitsUnder: Int64 = 4
+
+    /// How long the loop may poll for cross-thread work in user space before it sleeps in the
+    /// kernel, when its recent waits were short; `.zero` turns spinning off. Default 50 µs.
+    ///
+    /// Any thread; read before each sleep. The loop spins only while its recent waits average
+    /// under four times this (an idle loop never spins), only while it watches no descriptor, and
+    /// never past its next timer or the run's deadline. While it spins, posts, signals, port
+    /// messages, `stop()` and `wakeUp()` reach it without a system call on either side. The time
+    /// counts as waiting: it lies between the `beforeWaiting` and `afterWaiting` observers, and
+    /// in ``metrics`` it is waiting, not busy. A limit beyond one second is a programmer error.
+    public var spinLimit: Duration {
+        get { .nanoseconds(spinLimitNanoseconds.load(ordering: .relaxed)) }
+        set {
+            precondition(
+                newValue >= .zero && newValue <= .seconds(1),
+                "RunLoopKit: spinLimit must be between zero and one second (it is a busy wait), not \(newValue)")
+            let (seconds, attoseconds) = newValue.components
+            spinLimitNanoseconds.store(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, ordering: .relaxed)
+        }
+    }
+
+    /// Polls for a wake-up until `wake` or the spin limit, if the loop should spin at all. Returns
+    /// true if the loop must not sleep now: something woke it, or `wake` has come. Loop thread only.
+    func spinBeforeSleeping(until wake: Ticks?, startedAt start: Ticks, _ backend: LibeventBackend) -> Bool {
+        let limit = spinLimitNanoseconds.load(ordering: .relaxed)
+        guard limit > 0, averageWait < limit * Loop.spinWhileWaitsUnder, !backend.hasPollableEvents else {
+            return false
+        }
+        var end = start + limit
+        var endsAtWake = false
+        if let wake, wake <= end {
+            end = wake
+            endsAtWake = true
+        }
+        spinKick.store(false, ordering: .relaxed)
+        // Only from a quiet inbox: a pending wake-up has its eventfd write, which the sleep takes.
+        let spinning = inbox.withLock { inbox in
+            guard !inbox.closed, !inbox.wakePending, inbox.blocks.isEmpty else { return false }
+            inbox.spinning = true
+            return true
+        }
+        guard spinning else { return false }
+        var now = start
+        while now < end {
+            if spinKick.load(ordering: .acquiring) { break }
+            LibeventBackend.cpuRelax()
+            now = TickClock.now
+        }
+        inbox.withLock { $0.spinning = false }
+        // A kick stored before the unlock is visible here (it was stored under the lock).
+        return spinKick.load(ordering: .acquiring) || (endsAtWake && now >= end)
+    }
+
+    /// Folds one wait (spin and sleep) into the running average the spin decision reads.
+    /// Loop thread only.
+    func recordWait(from start: Ticks, to end: Ticks) {
+        let waited = max(0, end - start)
+        // The first wait is the whole history: a loop that starts idle stops spinning at once.
+        averageWait = averageWait < 0 ? waited : averageWait + (waited - averageWait) / 4
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import Testing
+
+@testable import RunLoopKit
+
+/// Spinning before sleeping (`Loop.spinLimit`): every kind of wake-up reaches a spinning loop at
+/// once, the spin never outlasts a timer, an idle loop or one watching descriptors sleeps in the
+/// kernel, and nothing is lost when two loops trade blocks as fast as they can.
+@Suite struct SpinTests {
+    /// Waits (5 s at most) until `loop` is polling for work before sleeping; false if it never was.
+    private static func waitUntilSpinning(_ loop: Loop) -> Bool {
+        let limit = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < limit {
+            if loop.inbox.withLock({ $0.spinning }) { return true }
+            sched_yield()
+        }
+        return false
+    }
+
+    enum Kick: String, CaseIterable, Sendable {
+        case perform, signal, port, stop, wakeUp
+    }
+
+    /// With a one-second spin, each wake-up must end the spin itself, not the spin's end: the
+    /// effect comes within 50 ms of the call.
+    @Test(arguments: Kick.allCases)
+    func everyWakeUpReachesASpinningLoopAtOnce(_ kick: Kick) {
+        let kicked = Mutex<ContinuousClock.Instant?>(nil)
+        let (sawSpin, result, latency) = onFreshThread { () -> (Bool, Loop.RunResult, Duration?) in
+            let loop = Loop.current
+            loop.spinLimit = .seconds(1)
+            let done = Mutex<ContinuousClock.Instant?>(nil)
+            let finish = { @Sendable in
+                done.withLock { $0 = $0 ?? .now }
+                Loop.current.stop()
+            }
+            let source = LoopSource { finish() }
+            let port = LoopPort<Int> { _ in finish() }
+            loop.add(source, forMode: .default)
+            loop.add(port, forMode: .default)
+            // wakeUp handles nothing: the afterWaiting that follows it is the effect.
+            let observer = LoopObserver(activities: .afterWaiting) { _, _ in
+                if kick == .wakeUp, kicked.withLock({ $0 }) != nil { finish() }
+            }
+            loop.add(observer, forMode: .default)
+            let sawSpin = Mutex(false)
+            Thread.detachNewThread {
+                let spinning = SpinTests.waitUntilSpinning(loop)
+                sawSpin.withLock { $0 = spinning }
+                kicked.withLock { $0 = .now }
+                switch kick {
+                case .perform: loop.perform { finish() }
+                case .signal: source.signal()
+                case .port: port.send(1)
+                case .stop: loop.stop()
+                case .wakeUp: loop.wakeUp()
+                }
+            }
+            let result = loop.run(mode: .default, for: .seconds(5))
+            if kick == .stop { done.withLock { $0 = .now } }
+            observer.invalidate()
+            let latency = done.withLock { $0 }.flatMap { end in kicked.withLock { $0 }.map { end - $0 } }
+            return (sawSpin.withLock { $0 }, result, latency)
+        }
+        #expect(sawSpin, "the loop never spun before sleeping")
+        #expect(result == .stopped)
+        #expect(latency != nil)
+        #expect((latency ?? .seconds(5)) < .milliseconds(50), "woke after \(latency ?? .seconds(5))")
+    }
+
+    /// The spin ends when the mode's next timer is due: a long spin limit does not make it late.
+    @Test func aSpinNeverOutlastsTheNextTimer() {
+        let lateness = onFreshThread { () -> Duration? in
+            let loop = Loop.current
+            loop.spinLimit = .seconds(1)
+            let due = ContinuousClock.now + .milliseconds(20)
+            let fired = Mutex<ContinuousClock.Instant?>(nil)
+            loop.add(
+                LoopTimer(fireAt: due) { _ in
+                    fired.withLock { $0 = .now }
+                    Loop.current.stop()
+                }, forMode: .default)
+            loop.run(mode: .default, for: .seconds(5))
+            return fired.withLock { $0 }.map { $0 - due }
+        }
+        #expect(lateness != nil)
+        #expect((lateness ?? .seconds(5)) >= .zero)
+        #expect((lateness ?? .seconds(5)) < .milliseconds(50), "fired \(lateness ?? .seconds(5)) late")
+    }
+
+    /// Whether the loop sleeps in the kernel soon after going idle, by spin limit and by what it
+    /// watches: spinning shows as a loop that is not waiting yet.
+    @Test(arguments: [
+        (limit: Duration.zero, descriptor: false, sleeps: true),
+        (limit: .seconds(1), descriptor: false, sleeps: false),
+        (limit: .seconds(1), descriptor: true, sleeps: true),
+    ])
+    func whenTheLoopSleepsInTheKernel(_ limit: Duration, _ descriptor: Bool, _ sleeps: Bool) throws {
+        let pair = SocketPair()
+        let source = try LoopDescriptorSource(fileDescriptor: pair.left, events: .readable) { _, _ in }
+        let asleep = onFreshThread { () -> Bool in
+            let loop = Loop.current
+            loop.spinLimit = limit
+            loop.add(LoopSource {}, forMode: .default)
+            if descriptor { loop.add(source, forMode: .default) }
+            let seen = Mutex(false)
+            Thread.detachNewThread {
+                let limit = ContinuousClock.now + .milliseconds(200)
+                var waiting = false
+                while !waiting && ContinuousClock.now < limit {
+                    waiting = loop.isWaiting
+                    sched_yield()
+                }
+                seen.withLock { $0 = waiting }
+                loop.stop()
+            }
+            loop.run(mode: .default, for: .seconds(5))
+            return seen.withLock { $0 }
+        }
+        #expect(asleep == sleeps)
+    }
+
+    /// A loop that waits long between timer fires stops spinning after its first wait: its CPU
+    /// time stays far below what spinning before every sleep would cost.
+    @Test func anIdleLoopStopsSpinning() {
+        let (cpu, fires) = onFreshThread { () -> (Duration, Int) in
+            let loop = Loop.current
+            loop.spinLimit = .milliseconds(20)
+            let start = threadCPUTime()
+            let fires = Mutex(0)
+            loop.add(
+                LoopTimer(after: .milliseconds(150), repeating: .milliseconds(150)) { timer in
+                    let count = fires.withLock {
+                        $0 += 1
+                        return $0
+                    }
+                    if count == 6 { timer.invalidate() }
+                }, forMode: .default)
+            loop.run(mode: .default, for: .seconds(5))
+            return (threadCPUTime() - start, fires.withLock { $0 })
+        }
+        #expect(fires == 6)
+        // Spinning before each of the 6 sleeps would cost 120 ms; the first alone costs 20 ms.
+        #expect(cpu < .milliseconds(60), "the idle loop used \(cpu) of CPU")
+    }
+
+    /// Two loops trading blocks as fast as they can, both spinning: no post is ever slept on.
+    @Test func twoSpinningLoopsTradeBlocksWithoutLosingOne() {
+        let roundTrips = 20_000
+        let a = LoopThread(name: "spin-a")
+        let b = LoopThread(name: "spin-b")
+        defer {
+            b.stop()
+            a.stop()
+        }
+        let count = Mutex(0)
+        let done = DispatchSemaphore(value: 0)
+        @Sendable func ping() {
+            b.loop.perform {
+                a.loop.perform {
+                    let trips = count.withLock {
+                        $0 += 1
+                        return $0
+                    }
+                    if trips == roundTrips { done.signal() } else { ping() }
+                }
+            }
+        }
+        a.loop.perform { ping() }
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        #expect(count.withLock { $0 } == roundTrips)
+    }
+
+    @Test func aSpinLimitBeyondOneSecondIsAProgrammerError() async {
+        await #expect(processExitsWith: .failure) {
+            Loop.current.spinLimit = .seconds(2)
+        }
+    }
+}
+
+/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+private func threadCPUTime() -> Duration {
+    var time = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+    return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
+}
