@@ -102,8 +102,17 @@ enum RunLoopKitContender: Contender {
     }
 
     static func pingPong(roundTrips: Int, timeout: Double) -> Outcome<[Double]> {
+        pingPong(roundTrips: roundTrips, timeout: timeout, spinLimit: nil)
+    }
+
+    /// `spinLimit`: set on both loops; nil keeps the default.
+    static func pingPong(roundTrips: Int, timeout: Double, spinLimit: Duration?) -> Outcome<[Double]> {
         let threadA = LoopThread(name: "bench-ping")
         let threadB = LoopThread(name: "bench-pong")
+        if let spinLimit {
+            threadA.loop.spinLimit = spinLimit
+            threadB.loop.spinLimit = spinLimit
+        }
         let state = PingPongState(a: threadA.loop, b: threadB.loop, roundTrips: roundTrips)
         threadA.loop.perform { state.ping() }
         let finished = state.done.wait(timeout: .now() + timeout) == .success

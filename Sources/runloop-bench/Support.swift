@@ -14,6 +14,15 @@ func monotonicSeconds() -> Double {
     return Double(now.tv_sec) + Double(now.tv_nsec) * 1e-9
 }
 
+/// CPU time used by the whole process so far, user and system, in seconds (`getrusage`).
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    let user = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) * 1e-6
+    let system = Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) * 1e-6
+    return user + system
+}
+
 /// Sleeps the calling thread.
 func sleep(seconds: Double) {
     guard seconds > 0 else { return }

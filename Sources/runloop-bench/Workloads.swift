@@ -49,6 +49,9 @@ enum MetricID {
     static let post4 = "post.4"
     static let pingPongP50 = "pingpong.p50"
     static let pingPongP99 = "pingpong.p99"
+    static let pingPongCPU = "pingpong.cpu"
+    static let pingPongNoSpinP50 = "pingpong.nospin.p50"
+    static let pingPongNoSpinCPU = "pingpong.nospin.cpu"
     static let timerSchedule = "timers.schedule"
     static let timerP50 = "timers.p50"
     static let timerP99 = "timers.p99"
@@ -110,22 +113,57 @@ enum Workloads {
         metrics: [
             Metric(id: MetricID.pingPongP50, label: "ping-pong p50", unit: "µs", direction: .lowerIsBetter),
             Metric(id: MetricID.pingPongP99, label: "ping-pong p99", unit: "µs", direction: .lowerIsBetter),
+            Metric(
+                id: MetricID.pingPongCPU, label: "ping-pong CPU per round trip", unit: "µs",
+                direction: .lowerIsBetter),
+            Metric(
+                id: MetricID.pingPongNoSpinP50, label: "ping-pong p50, spinLimit 0", unit: "µs",
+                direction: .lowerIsBetter),
+            Metric(
+                id: MetricID.pingPongNoSpinCPU, label: "ping-pong CPU, spinLimit 0", unit: "µs",
+                direction: .lowerIsBetter),
         ], curves: [(MetricID.pingPongCurve, "Ping-pong round trip between two loop threads")],
         how: [
-            .runLoopKit: "a block on loop A posts to loop B, whose block posts back to A (`perform`)",
+            .runLoopKit:
+                "a block on loop A posts to loop B, whose block posts back to A (`perform`); the last two rows turn spinning before sleeping off (`spinLimit = .zero`)",
             .foundation: "the same with `CFRunLoopPerformBlock` + `CFRunLoopWakeUp`",
             .libevent: "the same with the C queue + eventfd of each loop",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
-            switch implementation.contender.pingPong(roundTrips: size.pingPongRoundTrips, timeout: size.timeout) {
-            case .success(let times):
-                let summary = Stats.summary(times)
-                sample.values[MetricID.pingPongP50] = summary.p50
-                sample.values[MetricID.pingPongP99] = summary.p99
-                sample.curves[MetricID.pingPongCurve] = Stats.curve(times)
-            case .failure(let error):
-                sample.markMissing([MetricID.pingPongP50, MetricID.pingPongP99], error)
+            // CPU time of the whole process (both loop threads; the measuring thread waits on a
+            // semaphore) per round trip: what any spinning costs is counted here.
+            func measure(
+                _ run: () -> Outcome<[Double]>, p50: String, p99: String?, cpu: String, curve: String?
+            ) {
+                let cpuStart = processCPUSeconds()
+                let outcome = run()
+                let cpuSeconds = processCPUSeconds() - cpuStart
+                switch outcome {
+                case .success(let times):
+                    let summary = Stats.summary(times)
+                    sample.values[p50] = summary.p50
+                    if let p99 { sample.values[p99] = summary.p99 }
+                    sample.values[cpu] = cpuSeconds * 1e6 / Double(max(1, times.count))
+                    if let curve { sample.curves[curve] = Stats.curve(times) }
+                case .failure(let error):
+                    sample.markMissing([p50, cpu] + (p99.map { [$0] } ?? []), error)
+                }
+            }
+            measure(
+                { implementation.contender.pingPong(roundTrips: size.pingPongRoundTrips, timeout: size.timeout) },
+                p50: MetricID.pingPongP50, p99: MetricID.pingPongP99, cpu: MetricID.pingPongCPU,
+                curve: MetricID.pingPongCurve)
+            if implementation == .runLoopKit {
+                measure(
+                    {
+                        RunLoopKitContender.pingPong(
+                            roundTrips: size.pingPongRoundTrips, timeout: size.timeout, spinLimit: .zero)
+                    }, p50: MetricID.pingPongNoSpinP50, p99: nil, cpu: MetricID.pingPongNoSpinCPU, curve: nil)
+            } else {
+                sample.markMissing(
+                    [MetricID.pingPongNoSpinP50, MetricID.pingPongNoSpinCPU],
+                    BenchError(reason: "RunLoopKit's spinLimit; no equivalent"))
             }
             return sample
         })

@@ -40,6 +40,7 @@ import Testing
     static let runLoopKitOnly: Set<String> = [
         MetricID.iterationMetrics, MetricID.iterationTracer, MetricID.actorHopLoop, MetricID.actorHopDefault,
         MetricID.actorHopLoopP50, MetricID.actorHopDefaultP50, MetricID.jobsLoop, MetricID.jobsDefault,
+        MetricID.pingPongNoSpinP50, MetricID.pingPongNoSpinCPU,
     ]
 
     @Test func everyFigureIsMeasuredOnEveryImplementation() {
@@ -90,6 +91,8 @@ import Testing
         let p99 = try #require(figure(MetricID.pingPongP99, implementation))
         #expect(p50 > 0)
         #expect(p50 <= p99)
+        let cpu = try #require(figure(MetricID.pingPongCPU, implementation))
+        #expect(cpu > 0)
 
         let schedule = try #require(figure(MetricID.timerSchedule, implementation))
         let late50 = try #require(figure(MetricID.timerP50, implementation))
