@@ -75,15 +75,16 @@ extension Loop {
     /// Appends to the inbox and wakes the loop once (see the top of this file). Any thread.
     func post(_ block: consuming Block) {
         if stampsPostedWork { block.postedAt = TickClock.now }
-        let foreign = !isCurrentThread
         // Moved into the inbox, not copied: a copy would cost a retain and a release of the
         // closure's context, a cache line the loop thread is releasing at the same time.
         var moving: Block? = consume block
         let mustWake = inbox.withLock { inbox in
             guard !inbox.closed else { return false }
             inbox.blocks.append(moving.take()!)
-            // The loop's own thread checks its inbox before sleeping; only other threads must wake it.
-            return foreign && claimWakeUp(&inbox)
+            // The loop's own thread checks its inbox before sleeping; only other threads must wake
+            // it. Which thread this is matters only when no wake-up is pending yet: while posts
+            // stream in, one is, and the thread-specific look-up is skipped.
+            return !inbox.wakePending && !isCurrentThread && claimWakeUp(&inbox)
         }
         if mustWake { writeWakeDescriptor() }
     }

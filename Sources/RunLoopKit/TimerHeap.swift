@@ -14,7 +14,12 @@ enum TickClock {
         return Ticks(attoseconds / 1_000_000_000)
     }
 
-    static var now: Ticks { ticks(.now) }
+    /// Out of line: `ContinuousClock.Instant` is a resilient type, so a function that reads the
+    /// clock inline allocates stack space for one dynamically on every call, needed or not (the
+    /// posting hot path did, for a time stamp it takes only while an instrument listens).
+    static var now: Ticks {
+        @inline(never) get { ticks(.now) }
+    }
 
     static func instant(_ ticks: Ticks) -> ContinuousClock.Instant {
         origin + .nanoseconds(ticks)
