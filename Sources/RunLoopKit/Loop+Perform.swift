@@ -146,39 +146,27 @@ extension Loop {
     /// Moves posted blocks into `pendingBlocks`. `consumedWakeUp`: the backend has read the eventfd,
     /// so the next post must write it again. Loop thread only.
     func takeInbox(consumedWakeUp: Bool) {
-        // Swap the inbox with an empty spare buffer: the lock is held for a pointer swap.
-        let spare = takeSpareBlocks()
-        var taken = spare
-        inbox.withLock { inbox in
+        // The inbox's buffer is swapped with the empty spare: the lock is held for a pointer swap,
+        // and a pass with nothing posted touches no reference count.
+        let took = inbox.withLock { inbox in
             if consumedWakeUp { inbox.wakePending = false }
-            if !inbox.blocks.isEmpty { swap(&inbox.blocks, &taken) }
+            guard !inbox.blocks.isEmpty else { return false }
+            swap(&inbox.blocks, &spareBlocks)
+            return true
         }
-        queuePending(taken)
+        if took { queueTakenBlocks() }
     }
 
-    /// Appends blocks taken from the inbox to `pendingBlocks`; an empty buffer becomes a spare.
-    private func queuePending(_ taken: BlockBuffer) {
-        if taken.isEmpty {
-            keepSpareBlocks(taken)
-        } else if pendingBlocks.isEmpty {
-            keepSpareBlocks(pendingBlocks)
-            pendingBlocks = taken
+    /// Appends the blocks just swapped into `spareBlocks` to `pendingBlocks`, leaving an empty
+    /// spare again (the emptied pending buffer, or the taken one once moved from).
+    private func queueTakenBlocks() {
+        if pendingBlocks.isEmpty {
+            swap(&pendingBlocks, &spareBlocks)
         } else {
-            pendingBlocks.append(movingFrom: taken)
-            keepSpareBlocks(taken)
+            pendingBlocks.append(movingFrom: spareBlocks)
         }
-    }
-
-    /// An empty buffer: the spare, or a new one. Loop thread only.
-    private func takeSpareBlocks() -> BlockBuffer {
-        guard let spare = spareBlocks else { return BlockBuffer() }
-        spareBlocks = nil
-        return spare
-    }
-
-    /// Keeps an emptied buffer for the next take, unless a burst grew it too large to keep.
-    private func keepSpareBlocks(_ buffer: BlockBuffer) {
-        if spareBlocks == nil && buffer.capacity <= BlockBuffer.retainedCapacity { spareBlocks = buffer }
+        // A burst grew it beyond what the loop keeps: its memory goes back.
+        if spareBlocks.capacity > BlockBuffer.retainedCapacity { spareBlocks = BlockBuffer() }
     }
 
     /// Before sleeping: takes the inbox, first reading the eventfd if a wake-up was written for it.
@@ -187,13 +175,15 @@ extension Loop {
     /// landing in between then either finds the flag still set (and is taken here) or writes again.
     func takeInboxBeforeSleeping() {
         // One lock in the usual case (no wake-up pending): look at the flag and take the posts.
-        let spare = takeSpareBlocks()
-        var taken = spare
+        var took = false
         let wakePending = inbox.withLock { inbox in
-            if !inbox.wakePending, !inbox.blocks.isEmpty { swap(&inbox.blocks, &taken) }
+            if !inbox.wakePending, !inbox.blocks.isEmpty {
+                swap(&inbox.blocks, &spareBlocks)
+                took = true
+            }
             return inbox.wakePending
         }
-        queuePending(taken)
+        if took { queueTakenBlocks() }
         if wakePending {
             _ = LibeventBackend.drainEventDescriptor(wakeDescriptor)
             takeInbox(consumedWakeUp: true)
@@ -209,16 +199,15 @@ extension Loop {
         let modeIsCommon = view(of: mode).isCommon
         // Set aside before running: a nested run inside a block must see only what is still
         // pending, and must not reach the buffer being drained.
-        let runnable: BlockBuffer
+        // An empty buffer to run from: the one kept for that, or (in a nested run) a new one.
+        var runnable = runnableSpare.take() ?? BlockBuffer()
         if pendingBlocks.allSatisfy({ Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }) {
             // The usual case: everything pending may run.
-            runnable = pendingBlocks
-            pendingBlocks = takeSpareBlocks()
+            swap(&runnable, &pendingBlocks)
         } else {
-            runnable = takeSpareBlocks()
             pendingBlocks.move(where: { Loop.block($0, mayRunIn: mode, modeIsCommon: modeIsCommon) }, to: runnable)
             if runnable.isEmpty {
-                keepSpareBlocks(runnable)
+                keepRunnableSpare(runnable)
                 return false
             }
         }
@@ -242,8 +231,14 @@ extension Loop {
                 break
             }
         }
-        keepSpareBlocks(runnable)
+        keepRunnableSpare(runnable)
         return true
+    }
+
+    /// Keeps a drained buffer to run the next batch from, unless one is kept already or a burst
+    /// grew it beyond what the loop keeps.
+    private func keepRunnableSpare(_ buffer: consuming BlockBuffer) {
+        if runnableSpare == nil && buffer.capacity <= BlockBuffer.retainedCapacity { runnableSpare = buffer }
     }
 
     /// Whether a block that may run in `mode` is pending (including ones posted from this thread).

@@ -54,8 +54,12 @@ public final class Loop: @unchecked Sendable {
     @exclusivity(unchecked) var backend: LibeventBackend?
     /// Blocks moved out of the inbox that wait for a mode that is not running.
     @exclusivity(unchecked) var pendingBlocks = BlockBuffer()
-    /// An emptied block buffer kept for its capacity, swapped with the inbox on each take.
-    @exclusivity(unchecked) var spareBlocks: BlockBuffer? = BlockBuffer()
+    /// An empty block buffer, swapped with the inbox's when posts are taken (always empty between
+    /// takes).
+    @exclusivity(unchecked) var spareBlocks = BlockBuffer()
+    /// An empty block buffer for `runBlocks` to move a batch into and run it from; nil while a
+    /// batch runs (a nested run then makes its own).
+    @exclusivity(unchecked) var runnableSpare: BlockBuffer? = BlockBuffer()
     /// The attached instruments, nil when none (loop thread; refreshed from `instrumentRegistry`).
     @exclusivity(unchecked) var instruments: [any LoopInstrument]?
     /// The tables' version when the descriptor change queue was last emptied.
@@ -169,7 +173,7 @@ public final class Loop: @unchecked Sendable {
         }
         _ = orphans
         pendingBlocks = BlockBuffer(capacity: 1)
-        spareBlocks = nil
+        runnableSpare = nil
         let items = state.withLock { state in
             let items = state.allItems()
             for item in items { item.withMembership { $0 = Membership() } }
