@@ -136,12 +136,13 @@ extension Loop {
                 // Recent waits short: poll in user space first (Loop+Spin.swift).
                 let spins = spinLimitNanoseconds.load(ordering: .relaxed) > 0
                 let waitStart = spins ? TickClock.now : 0
-                if !spins || !spinBeforeSleeping(until: wake, startedAt: waitStart, backend) {
+                let spin = spins ? spinBeforeSleeping(until: wake, startedAt: waitStart, backend) : .sleep
+                if spin == .sleep {
                     waiting.store(true, ordering: .releasing)
                     events = backend.wait(until: wake)
                     waiting.store(false, ordering: .releasing)
                 }
-                if spins { recordWait(from: waitStart, to: TickClock.now) }
+                if spins { recordWait(from: waitStart, to: TickClock.now, woken: spin == .woken || events.woken) }
                 instrumentWait(false)
             }
             notify(.afterWaiting, in: mode)

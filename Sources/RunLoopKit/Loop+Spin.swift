@@ -15,8 +15,9 @@ import Synchronization
 // wake-up pending. The loop clears `spinning` under the lock before it sleeps, so a wake-up after
 // that writes the eventfd as usual: nothing is ever slept on.
 //
-// The loop spins only when its recent waits were short (an idle loop, whose waits are long,
-// never spins and keeps its zero CPU and zero wake-ups), when it watches no descriptor (their
+// The loop spins only when its recent waits were short and ended by another thread (an idle
+// loop, whose waits are long, never spins and keeps its zero CPU and zero wake-ups; nor does one
+// woken by its own timers, which it knows in advance), when it watches no descriptor (their
 // readiness is known to the kernel only), and never past its next timer or the run's deadline.
 
 extension Loop {
@@ -30,8 +31,9 @@ extension Loop {
     /// kernel, when its recent waits were short; `.zero` turns spinning off. Default 50 µs.
     ///
     /// Any thread; read before each sleep. The loop spins only while its recent waits average
-    /// under four times this (an idle loop never spins), only while it watches no descriptor, and
-    /// never past its next timer or the run's deadline. While it spins, posts, signals, port
+    /// under four times this, a wait ended by a timer or a deadline counting as a long one (so an
+    /// idle loop, or one driven by its timers, never spins), only while it watches no descriptor,
+    /// and never past its next timer or the run's deadline. While it spins, posts, signals, port
     /// messages, `stop()` and `wakeUp()` reach it without a system call on either side. The time
     /// counts as waiting: it lies between the `beforeWaiting` and `afterWaiting` observers, and
     /// in ``metrics`` it is waiting, not busy. A limit beyond one second is a programmer error.
@@ -46,12 +48,22 @@ extension Loop {
         }
     }
 
-    /// Polls for a wake-up until `wake` or the spin limit, if the loop should spin at all. Returns
-    /// true if the loop must not sleep now: something woke it, or `wake` has come. Loop thread only.
-    func spinBeforeSleeping(until wake: Ticks?, startedAt start: Ticks, _ backend: LibeventBackend) -> Bool {
+    /// How a spin before sleeping ended.
+    enum SpinOutcome {
+        /// The loop did not spin, or spun its whole limit: it sleeps in the kernel now.
+        case sleep
+        /// A wake-up came: the loop does not sleep.
+        case woken
+        /// The wake-up time (a timer, the run's deadline) came first: the loop does not sleep.
+        case wakeTimeCame
+    }
+
+    /// Polls for a wake-up until `wake` or the spin limit, if the loop should spin at all.
+    /// Loop thread only.
+    func spinBeforeSleeping(until wake: Ticks?, startedAt start: Ticks, _ backend: LibeventBackend) -> SpinOutcome {
         let limit = spinLimitNanoseconds.load(ordering: .relaxed)
         guard limit > 0, averageWait < limit * Loop.spinWhileWaitsUnder, !backend.hasPollableEvents else {
-            return false
+            return .sleep
         }
         var end = start + limit
         var endsAtWake = false
@@ -66,7 +78,7 @@ extension Loop {
             inbox.spinning = true
             return true
         }
-        guard spinning else { return false }
+        guard spinning else { return .sleep }
         var now = start
         while now < end {
             if spinKick.load(ordering: .acquiring) { break }
@@ -75,13 +87,17 @@ extension Loop {
         }
         inbox.withLock { $0.spinning = false }
         // A kick stored before the unlock is visible here (it was stored under the lock).
-        return spinKick.load(ordering: .acquiring) || (endsAtWake && now >= end)
+        if spinKick.load(ordering: .acquiring) { return .woken }
+        return endsAtWake && now >= end ? .wakeTimeCame : .sleep
     }
 
-    /// Folds one wait (spin and sleep) into the running average the spin decision reads.
-    /// Loop thread only.
-    func recordWait(from start: Ticks, to end: Ticks) {
-        let waited = max(0, end - start)
+    /// Folds one wait (spin and sleep) into the running average the spin decision reads; `woken`:
+    /// another thread ended it. A wait ended by a timer or a deadline counts as a long one: the
+    /// loop knew when it would end, and spinning towards it is only burnt CPU (a loop driven by a
+    /// fast timer alone must not spin). Loop thread only.
+    func recordWait(from start: Ticks, to end: Ticks, woken: Bool) {
+        let longWait = spinLimitNanoseconds.load(ordering: .relaxed) * Loop.spinWhileWaitsUnder
+        let waited = woken ? max(0, end - start) : max(end - start, longWait)
         // The first wait is the whole history: a loop that starts idle stops spinning at once.
         averageWait = averageWait < 0 ? waited : averageWait + (waited - averageWait) / 4
     }

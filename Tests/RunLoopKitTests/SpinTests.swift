@@ -144,6 +144,30 @@ import Testing
         #expect(cpu < .milliseconds(60), "the idle loop used \(cpu) of CPU")
     }
 
+    /// A loop woken only by a fast timer knows when it wakes: it does not spin towards each fire.
+    @Test func aLoopDrivenByAFastTimerDoesNotSpin() {
+        let (cpu, elapsed, fires) = onFreshThread { () -> (Duration, Duration, Int) in
+            let loop = Loop.current
+            loop.spinLimit = .milliseconds(20)
+            let start = threadCPUTime()
+            let began = ContinuousClock.now
+            let fires = Mutex(0)
+            loop.add(
+                LoopTimer(after: .milliseconds(2), repeating: .milliseconds(2)) { timer in
+                    let count = fires.withLock {
+                        $0 += 1
+                        return $0
+                    }
+                    if count == 150 { timer.invalidate() }
+                }, forMode: .default)
+            loop.run(mode: .default, for: .seconds(5))
+            return (threadCPUTime() - start, ContinuousClock.now - began, fires.withLock { $0 })
+        }
+        #expect(fires == 150)
+        // Spinning up to each fire would keep the thread busy for the whole run (about 300 ms).
+        #expect(cpu < elapsed / 3, "the loop used \(cpu) of CPU in \(elapsed)")
+    }
+
     /// Two loops trading blocks as fast as they can, both spinning: no post is ever slept on.
     @Test func twoSpinningLoopsTradeBlocksWithoutLosingOne() {
         let roundTrips = 20_000
