@@ -120,50 +120,41 @@ import Testing
         #expect(asleep == sleeps)
     }
 
-    /// A loop that waits long between timer fires stops spinning after its first wait: its CPU
-    /// time stays far below what spinning before every sleep would cost.
-    @Test func anIdleLoopStopsSpinning() {
-        let (cpu, fires) = onFreshThread { () -> (Duration, Int) in
+    /// Runs a loop with `spinLimit` 20 ms whose only item is a repeating timer, until it has fired
+    /// `fires` times; returns the loop thread's CPU time and the run's length.
+    private static func timerDrivenLoop(interval: Duration, fires: Int) -> (cpu: Duration, elapsed: Duration) {
+        let (cpu, elapsed, fired) = onFreshThread { () -> (Duration, Duration, Int) in
             let loop = Loop.current
             loop.spinLimit = .milliseconds(20)
             let start = threadCPUTime()
-            let fires = Mutex(0)
+            let began = ContinuousClock.now
+            let fired = Mutex(0)
             loop.add(
-                LoopTimer(after: .milliseconds(150), repeating: .milliseconds(150)) { timer in
-                    let count = fires.withLock {
+                LoopTimer(after: interval, repeating: interval) { timer in
+                    let count = fired.withLock {
                         $0 += 1
                         return $0
                     }
-                    if count == 6 { timer.invalidate() }
+                    if count == fires { timer.invalidate() }
                 }, forMode: .default)
-            loop.run(mode: .default, for: .seconds(5))
-            return (threadCPUTime() - start, fires.withLock { $0 })
+            loop.run(mode: .default, for: .seconds(10))
+            return (threadCPUTime() - start, ContinuousClock.now - began, fired.withLock { $0 })
         }
-        #expect(fires == 6)
+        #expect(fired == fires)
+        return (cpu, elapsed)
+    }
+
+    /// A loop that waits long between timer fires stops spinning after its first wait: its CPU
+    /// time stays far below what spinning before every sleep would cost.
+    @Test func anIdleLoopStopsSpinning() {
+        let (cpu, _) = Self.timerDrivenLoop(interval: .milliseconds(150), fires: 6)
         // Spinning before each of the 6 sleeps would cost 120 ms; the first alone costs 20 ms.
         #expect(cpu < .milliseconds(60), "the idle loop used \(cpu) of CPU")
     }
 
     /// A loop woken only by a fast timer knows when it wakes: it does not spin towards each fire.
     @Test func aLoopDrivenByAFastTimerDoesNotSpin() {
-        let (cpu, elapsed, fires) = onFreshThread { () -> (Duration, Duration, Int) in
-            let loop = Loop.current
-            loop.spinLimit = .milliseconds(20)
-            let start = threadCPUTime()
-            let began = ContinuousClock.now
-            let fires = Mutex(0)
-            loop.add(
-                LoopTimer(after: .milliseconds(2), repeating: .milliseconds(2)) { timer in
-                    let count = fires.withLock {
-                        $0 += 1
-                        return $0
-                    }
-                    if count == 150 { timer.invalidate() }
-                }, forMode: .default)
-            loop.run(mode: .default, for: .seconds(5))
-            return (threadCPUTime() - start, ContinuousClock.now - began, fires.withLock { $0 })
-        }
-        #expect(fires == 150)
+        let (cpu, elapsed) = Self.timerDrivenLoop(interval: .milliseconds(2), fires: 150)
         // Spinning up to each fire would keep the thread busy for the whole run (about 300 ms).
         #expect(cpu < elapsed / 3, "the loop used \(cpu) of CPU in \(elapsed)")
     }
