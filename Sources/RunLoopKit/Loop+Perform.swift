@@ -45,6 +45,9 @@ extension Loop {
         var blocks = BlockBuffer()
         /// True from the eventfd write until the loop has read it.
         var wakePending = false
+        /// The pending wake-up is (also) a public `wakeUp()`: the loop must not read it away before
+        /// sleeping (see `takeInboxBeforeSleeping`), its next sleep must end at once.
+        var wakeUpRequested = false
         /// Set at teardown: nothing is queued and the eventfd is not written any more.
         var closed = false
         /// The loop is polling for work before sleeping (see `Loop+Spin.swift`): a wake-up is a
@@ -84,7 +87,7 @@ extension Loop {
             // The loop's own thread checks its inbox before sleeping; only other threads must wake
             // it. Which thread this is matters only when no wake-up is pending yet: while posts
             // stream in, one is, and the thread-specific look-up is skipped.
-            return !inbox.wakePending && !isCurrentThread && claimWakeUp(&inbox)
+            return !inbox.wakePending && !isCurrentThread && claimWakeUp(&inbox, endsNextSleep: false)
         }
         if mustWake { writeWakeDescriptor() }
     }
@@ -93,7 +96,7 @@ extension Loop {
     ///
     /// Any thread. Coalesced: many calls before the loop wakes cost one write to its eventfd.
     public func wakeUp() {
-        if inbox.withLock({ claimWakeUp(&$0) }) { writeWakeDescriptor() }
+        if inbox.withLock({ claimWakeUp(&$0, endsNextSleep: true) }) { writeWakeDescriptor() }
     }
 
     /// Makes the innermost running `run` return `.stopped` once the current callout returns.
@@ -115,12 +118,18 @@ extension Loop {
 
     /// Under the inbox lock: whether this caller is the one to write the eventfd. A spinning loop
     /// is told through `spinKick` instead, and no wake-up is left pending.
-    private func claimWakeUp(_ inbox: inout Inbox) -> Bool {
-        guard !inbox.closed, !inbox.wakePending else { return false }
+    /// `endsNextSleep`: a public `wakeUp()`, which must end the loop's next sleep even if the loop
+    /// is awake now. Other wake-ups announce what the loop reads before it sleeps anyway (posts,
+    /// a stop, a signal, a changed item or instrument): they must end a sleep in progress, and the
+    /// loop may read them away with the posts before its next one.
+    private func claimWakeUp(_ inbox: inout Inbox, endsNextSleep: Bool) -> Bool {
+        guard !inbox.closed else { return false }
         if inbox.spinning {
             spinKick.store(true, ordering: .releasing)
             return false
         }
+        if endsNextSleep { inbox.wakeUpRequested = true }
+        guard !inbox.wakePending else { return false }
         inbox.wakePending = true
         return true
     }
@@ -130,8 +139,12 @@ extension Loop {
         _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
     }
 
+    /// Wakes the loop, from another thread, for a change it re-reads before sleeping (a stop, a
+    /// signal, an item added or removed, an instrument): a sleep in progress ends, an awake loop
+    /// sees the change before it sleeps.
     func wakeUpIfForeign() {
-        if !isCurrentThread { wakeUp() }
+        guard !isCurrentThread else { return }
+        if inbox.withLock({ claimWakeUp(&$0, endsNextSleep: false) }) { writeWakeDescriptor() }
     }
 
     func sourceWasSignalled(port: Bool) {
@@ -149,7 +162,10 @@ extension Loop {
         // The inbox's buffer is swapped with the empty spare: the lock is held for a pointer swap,
         // and a pass with nothing posted touches no reference count.
         let took = inbox.withLock { inbox in
-            if consumedWakeUp { inbox.wakePending = false }
+            if consumedWakeUp {
+                inbox.wakePending = false
+                inbox.wakeUpRequested = false
+            }
             guard !inbox.blocks.isEmpty else { return false }
             swap(&inbox.blocks, &spareBlocks)
             return true
@@ -169,25 +185,38 @@ extension Loop {
         if spareBlocks.capacity > BlockBuffer.retainedCapacity { spareBlocks = BlockBuffer() }
     }
 
-    /// Before sleeping: takes the inbox, first reading the eventfd if a wake-up was written for it.
-    /// The loop takes posts without polling the kernel, so the wake-up of posts it has already
-    /// taken would otherwise end its next sleep at once. Read before the take, never after: a post
-    /// landing in between then either finds the flag still set (and is taken here) or writes again.
+    /// Before sleeping: takes the inbox, first reading the eventfd if a wake-up was written for it
+    /// only to announce posts. The loop takes posts without polling the kernel, so the wake-up of
+    /// posts it has already taken would otherwise end its next sleep at once. Read before the take,
+    /// never after: a post landing in between then either finds the flag still set (and is taken
+    /// here) or writes again. A `wakeUp()` is left written: it must end the next sleep.
     func takeInboxBeforeSleeping() {
         // One lock in the usual case (no wake-up pending): look at the flag and take the posts.
         var took = false
-        let wakePending = inbox.withLock { inbox in
+        let postsOnly = inbox.withLock { inbox in
             if !inbox.wakePending, !inbox.blocks.isEmpty {
                 swap(&inbox.blocks, &spareBlocks)
                 took = true
             }
-            return inbox.wakePending
+            return inbox.wakePending && !inbox.wakeUpRequested
         }
         if took { queueTakenBlocks() }
-        if wakePending {
-            _ = LibeventBackend.drainEventDescriptor(wakeDescriptor)
-            takeInbox(consumedWakeUp: true)
+        guard postsOnly else { return }
+        _ = LibeventBackend.drainEventDescriptor(wakeDescriptor)
+        took = false
+        let rewrite = inbox.withLock { inbox in
+            if !inbox.blocks.isEmpty {
+                swap(&inbox.blocks, &spareBlocks)
+                took = true
+            }
+            // A wakeUp() that came while the eventfd was read found the flag set and did not
+            // write: the loop writes for it, so that its next sleep still ends at once.
+            guard !inbox.wakeUpRequested else { return true }
+            inbox.wakePending = false
+            return false
         }
+        if took { queueTakenBlocks() }
+        if rewrite { writeWakeDescriptor() }
     }
 
     /// Runs the pending blocks that may run in `mode`, in posting order; the others keep waiting.

@@ -171,12 +171,15 @@ extension Loop {
         return nil
     }
 
-    /// Whether the loop must not sleep: a stop, a signalled source, a runnable block, a due timer,
-    /// a passed deadline, or a mode left empty (its last block ran): step 7 then returns at once
-    /// instead of sleeping until the timeout on a mode nothing can wake.
+    /// Whether the loop must not sleep: a stop, a signalled source, an instrument attached or
+    /// detached, a runnable block, a due timer, a passed deadline, or a mode left empty (its last
+    /// block ran): step 7 then returns at once instead of sleeping until the timeout on a mode
+    /// nothing can wake.
     private func hasWorkBeforeSleeping(_ mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
         takeInboxBeforeSleeping()
         if frame.stopped.load(ordering: .acquiring) || sourceSignalled.load(ordering: .acquiring) { return true }
+        // An instrument attached or detached from another thread: pick it up (step 2.1) first.
+        if instrumentsChanged.load(ordering: .acquiring) { return true }
         // Ports are served after the sleep (step 2.5): one of this mode with messages waiting
         // means no sleep; the flag alone may stand for another mode's port.
         if portSignalled.load(ordering: .acquiring),

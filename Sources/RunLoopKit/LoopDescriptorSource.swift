@@ -193,7 +193,7 @@ extension Loop {
         if isCurrentThread {
             if let backend { applyDescriptorChanges(backend) }
         } else {
-            wakeUp()
+            wakeUpIfForeign()
         }
     }
 

@@ -181,6 +181,69 @@ import Testing
         #expect(iterations <= 3, "\(blocks) posts to a busy loop cost \(iterations) iterations")
     }
 
+    /// `wakeUp()` ends the loop's current or next sleep: called while the loop is busy (here in a
+    /// block that posted nothing else), the sleep that follows ends at once, not at the timeout.
+    /// Called alongside posts whose wake-up the loop reads before sleeping, it is not read with it.
+    @Test(arguments: [false, true])
+    func wakeUpWhileTheLoopIsBusyEndsItsNextSleep(withPosts: Bool) {
+        let (result, sleptFor) = onFreshThread { () -> (Loop.RunResult, Duration?) in
+            let loop = Loop.current
+            loop.spinLimit = .zero
+            loop.add(LoopSource {}, forMode: .default)
+            let slept = Mutex<ContinuousClock.Instant?>(nil)
+            let woke = Mutex<Duration?>(nil)
+            let observer = LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
+                if activity == .beforeWaiting {
+                    slept.withLock { $0 = $0 ?? .now }
+                } else if let start = slept.withLock({ $0 }) {
+                    woke.withLock { $0 = $0 ?? .now - start }
+                    Loop.current.stop()
+                }
+            }
+            loop.perform {
+                // Busy: another thread posts (maybe) and wakes the loop, then this returns.
+                let done = DispatchSemaphore(value: 0)
+                Thread.detachNewThread {
+                    if withPosts { loop.perform {} }
+                    loop.wakeUp()
+                    done.signal()
+                }
+                done.wait()
+                loop.add(observer, forMode: .default)
+            }
+            let result = loop.run(mode: .default, for: .seconds(2))
+            observer.invalidate()
+            return (result, woke.withLock { $0 })
+        }
+        #expect(result == .stopped)
+        #expect(sleptFor != nil)
+        #expect(
+            (sleptFor ?? .seconds(2)) < .milliseconds(50), "the sleep after wakeUp() lasted \(sleptFor ?? .seconds(2))")
+    }
+
+    /// An instrument attached from another thread is picked up however the attach falls against the
+    /// loop's way to sleep (its wake-up is not read away with posts' before sleeping).
+    @Test func anInstrumentAttachedFromAnotherThreadIsAlwaysPickedUp() {
+        final class Iterations: LoopInstrument, @unchecked Sendable {
+            let seen = DispatchSemaphore(value: 0)
+            func loopWillIterate(_ loop: Loop, mode: Loop.Mode, at time: ContinuousClock.Instant) {
+                seen.signal()
+            }
+        }
+        var missed = 0
+        for round in 0..<200 {
+            let thread = LoopThread(name: "attach-\(round)")
+            // Posts from here race with the attach: each has its own wake-up to read before sleeping.
+            thread.loop.perform {}
+            let instrument = Iterations()
+            thread.loop.attach(instrument)
+            if instrument.seen.wait(timeout: .now() + 2) != .success { missed += 1 }
+            thread.loop.detach(instrument)
+            thread.stop()
+        }
+        #expect(missed == 0, "\(missed) of 200 loops never picked up an attached instrument")
+    }
+
     @Test func performWithNoModesIsAProgrammerError() async {
         await #expect(processExitsWith: .failure) {
             Loop.current.perform(inModes: []) {}
