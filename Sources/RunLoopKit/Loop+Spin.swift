@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 
 // Spinning before sleeping.
@@ -26,6 +27,9 @@ extension Loop {
 
     /// The loop spins only while its recent waits average less than this many times `spinLimit`.
     static let spinWhileWaitsUnder: Int64 = 4
+
+    /// How often (ticks) a spinning loop yields its processor to other runnable threads.
+    static let spinYieldInterval: Ticks = 2_000
 
     /// How long the loop may poll for cross-thread work in user space before it sleeps in the
     /// kernel, when its recent waits were short; `.zero` turns spinning off. Default 50 µs.
@@ -80,10 +84,18 @@ extension Loop {
         }
         guard spinning else { return .sleep }
         var now = start
+        var nextYield = start + Loop.spinYieldInterval
         while now < end {
             if spinKick.load(ordering: .acquiring) { break }
             LibeventBackend.cpuRelax()
             now = TickClock.now
+            // With more runnable threads than processors, the thread that will wake this loop
+            // may be waiting for this very processor: hand it over now and then (a system call
+            // that returns at once when no other thread is waiting).
+            if now >= nextYield {
+                sched_yield()
+                nextYield = now + Loop.spinYieldInterval
+            }
         }
         inbox.withLock { $0.spinning = false }
         // A kick stored before the unlock is visible here (it was stored under the lock).
