@@ -20,6 +20,8 @@ import Synchronization
 // loop, whose waits are long, never spins and keeps its zero CPU and zero wake-ups; nor does one
 // woken by its own timers, which it knows in advance), when it watches no descriptor (their
 // readiness is known to the kernel only), and never past its next timer or the run's deadline.
+// While it spins it yields the processor every few microseconds, so that on a machine with more
+// runnable threads than cores it cannot keep out the thread that would wake it.
 
 extension Loop {
     /// Default `spinLimit`: a little more than a vCPU wake-up on a virtual machine.
