@@ -137,12 +137,16 @@ extension Loop {
                 let spins = spinLimitNanoseconds.load(ordering: .relaxed) > 0
                 let waitStart = spins ? TickClock.now : 0
                 let spin = spins ? spinBeforeSleeping(until: wake, startedAt: waitStart, backend) : .sleep
-                if spin == .sleep {
+                if spin == .sleep || spin == .expired {
                     waiting.store(true, ordering: .releasing)
                     events = backend.wait(until: wake)
                     waiting.store(false, ordering: .releasing)
                 }
-                if spins { recordWait(from: waitStart, to: TickClock.now, woken: spin == .woken || events.woken) }
+                if spins {
+                    recordWait(
+                        from: waitStart, to: TickClock.now, woken: spin == .woken || events.woken,
+                        spinFailed: spin == .expired)
+                }
                 instrumentWait(false)
             }
             notify(.afterWaiting, in: mode)

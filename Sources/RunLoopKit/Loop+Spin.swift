@@ -37,12 +37,14 @@ extension Loop {
     /// kernel, when its recent waits were short; `.zero` turns spinning off. Default 50 µs.
     ///
     /// Any thread; read before each sleep. The loop spins only while its recent waits average
-    /// under four times this, a wait ended by a timer or a deadline counting as a long one (so an
-    /// idle loop, or one driven by its timers, never spins), only while it watches no descriptor,
-    /// and never past its next timer or the run's deadline. While it spins, posts, signals, port
-    /// messages, `stop()` and `wakeUp()` reach it without a system call on either side. The time
-    /// counts as waiting: it lies between the `beforeWaiting` and `afterWaiting` observers, and
-    /// in ``metrics`` it is waiting, not busy. A limit beyond one second is a programmer error.
+    /// under four times this, a wait ended by a timer or a deadline, or one whose spin ran out,
+    /// counting as a long one (so an idle loop, or one driven by its timers, never spins, and one
+    /// whose work keeps coming just too late spins rarely); only while it watches no descriptor;
+    /// never past its next timer or the run's deadline; and it yields the processor every 2 µs.
+    /// While it spins, posts, signals, port messages, `stop()` and `wakeUp()` reach it without a
+    /// system call on either side. The time counts as waiting: it lies between the
+    /// `beforeWaiting` and `afterWaiting` observers, and in ``metrics`` it is waiting, not busy.
+    /// A limit beyond one second is a programmer error.
     public var spinLimit: Duration {
         get { .nanoseconds(spinLimitNanoseconds.load(ordering: .relaxed)) }
         set {
@@ -56,8 +58,10 @@ extension Loop {
 
     /// How a spin before sleeping ended.
     enum SpinOutcome {
-        /// The loop did not spin, or spun its whole limit: it sleeps in the kernel now.
+        /// The loop did not spin: it sleeps in the kernel now.
         case sleep
+        /// The loop spun its whole limit for nothing: it sleeps in the kernel now.
+        case expired
         /// A wake-up came: the loop does not sleep.
         case woken
         /// The wake-up time (a timer, the run's deadline) came first: the loop does not sleep.
@@ -102,16 +106,19 @@ extension Loop {
         inbox.withLock { $0.spinning = false }
         // A kick stored before the unlock is visible here (it was stored under the lock).
         if spinKick.load(ordering: .acquiring) { return .woken }
-        return endsAtWake && now >= end ? .wakeTimeCame : .sleep
+        return endsAtWake && now >= end ? .wakeTimeCame : .expired
     }
 
     /// Folds one wait (spin and sleep) into the running average the spin decision reads; `woken`:
     /// another thread ended it. A wait ended by a timer or a deadline counts as a long one: the
     /// loop knew when it would end, and spinning towards it is only burnt CPU (a loop driven by a
-    /// fast timer alone must not spin). Loop thread only.
-    func recordWait(from start: Ticks, to end: Ticks, woken: Bool) {
-        let longWait = spinLimitNanoseconds.load(ordering: .relaxed) * Loop.spinWhileWaitsUnder
-        let waited = woken ? max(0, end - start) : max(end - start, longWait)
+    /// fast timer alone must not spin). So does a wait whose spin expired (`spinFailed`): a loop
+    /// whose wake-ups come just after its spin window spins again only after a few short waits,
+    /// instead of before every sleep. Loop thread only.
+    func recordWait(from start: Ticks, to end: Ticks, woken: Bool, spinFailed: Bool) {
+        // Twice the threshold, so that the average moves clearly above it and stays there a while.
+        let longWait = 2 * spinLimitNanoseconds.load(ordering: .relaxed) * Loop.spinWhileWaitsUnder
+        let waited = woken && !spinFailed ? max(0, end - start) : max(end - start, longWait)
         // The first wait is the whole history: a loop that starts idle stops spinning at once.
         averageWait = averageWait < 0 ? waited : averageWait + (waited - averageWait) / 4
     }

@@ -159,6 +159,30 @@ import Testing
         #expect(cpu < elapsed / 3, "the loop used \(cpu) of CPU in \(elapsed)")
     }
 
+    /// Posts that come just after the spin window: spinning never catches one, so the loop stops
+    /// spinning before most of its sleeps instead of burning its whole limit before each.
+    @Test func aLoopWhosePostsComeAfterItsSpinStopsSpinningMostly() {
+        let posts = 30
+        let interval = 12.0  // ms; the spin limit is 5 ms, so every spin would expire
+        let (cpu, elapsed) = onFreshThread { () -> (Duration, Duration) in
+            let loop = Loop.current
+            loop.spinLimit = .milliseconds(5)
+            loop.add(LoopSource {}, forMode: .default)
+            let start = threadCPUTime()
+            let began = ContinuousClock.now
+            Thread.detachNewThread {
+                for post in 1...posts {
+                    Thread.sleep(forTimeInterval: interval / 1000)
+                    loop.perform { if post == posts { Loop.current.stop() } }
+                }
+            }
+            loop.run(mode: .default, for: .seconds(10))
+            return (threadCPUTime() - start, ContinuousClock.now - began)
+        }
+        // Spinning before every sleep would take 5 of every 12 ms (over 40 %).
+        #expect(cpu < elapsed * 0.25, "the loop used \(cpu) of CPU in \(elapsed)")
+    }
+
     /// Two loops trading blocks as fast as they can, both spinning: no post is ever slept on.
     @Test func twoSpinningLoopsTradeBlocksWithoutLosingOne() {
         let roundTrips = 20_000
