@@ -1,3 +1,5 @@
+import Glibc
+
 extension Loop {
     /// A growable run of blocks in storage the loop manages itself, for the cross-thread hot path.
     ///
@@ -19,13 +21,27 @@ extension Loop {
 
         init(capacity: Int = 16) {
             self.capacity = capacity
-            base = .allocate(capacity: capacity)
+            base = BlockBuffer.reallocate(nil, capacity: capacity)
         }
 
         deinit {
             // Blocks never run (the loop's thread exited): their closures are released here.
             base.deinitialize(count: count)
-            base.deallocate()
+            free(base)
+        }
+
+        /// `malloc`/`realloc`: a large buffer grows by remapping its pages (`mremap`), not by
+        /// copying them. Moving blocks bitwise is sound: a block holds a closure, an optional
+        /// array and integers, all of which Swift moves bitwise (nothing in it is registered by
+        /// address, as a weak reference would be).
+        private static func reallocate(_ old: UnsafeMutablePointer<Block>?, capacity: Int) -> UnsafeMutablePointer<
+            Block
+        > {
+            let (bytes, overflow) = capacity.multipliedReportingOverflow(by: MemoryLayout<Block>.stride)
+            guard !overflow, let raw = realloc(old, bytes) else {
+                fatalError("RunLoopKit: out of memory for \(capacity) posted blocks")
+            }
+            return raw.bindMemory(to: Block.self, capacity: capacity)
         }
 
         var isEmpty: Bool { count == 0 }
@@ -48,10 +64,7 @@ extension Loop {
 
         @inline(never)
         private func grow(to newCapacity: Int) {
-            let grown = UnsafeMutablePointer<Block>.allocate(capacity: newCapacity)
-            grown.moveInitialize(from: base, count: count)
-            base.deallocate()
-            base = grown
+            base = BlockBuffer.reallocate(base, capacity: newCapacity)
             capacity = newCapacity
         }
 

@@ -15,9 +15,9 @@ public final class Loop: @unchecked Sendable {
     /// The mode tables' change counter (`state.version`), read without taking the lock.
     let tablesVersion: TableVersion
     /// Blocks posted from any thread plus the coalesced wake-up flag (see `Loop+Perform.swift`).
-    /// Held for an append or a buffer swap by every posting thread: an adaptive mutex, so that a
-    /// producer meeting another one spins for those nanoseconds instead of sleeping on a futex.
-    let inbox = Locked(Inbox(), adaptive: true)
+    /// Held for an append or a buffer swap by every posting thread: a lock word beside the value
+    /// (see `WordLocked`), not a pthread mutex.
+    let inbox = WordLocked(Inbox())
     /// Set by `LoopSource.signal()` so the loop scans its sources only when one was signalled.
     let sourceSignalled = Atomic<Bool>(false)
     /// The same for ports' sources, served in another step.
