@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 
 // Spinning before sleeping.
@@ -20,8 +19,12 @@ import Synchronization
 // loop, whose waits are long, never spins and keeps its zero CPU and zero wake-ups; nor does one
 // woken by its own timers, which it knows in advance), when it watches no descriptor (their
 // readiness is known to the kernel only), and never past its next timer or the run's deadline.
-// While it spins it yields the processor every few microseconds, so that on a machine with more
-// runnable threads than cores it cannot keep out the thread that would wake it.
+// On a machine with more runnable threads than cores, spinning backfires: a spinning loop that
+// loses its processor to another thread is told of work only by the spin flag, and sees it only
+// when it is scheduled again, a scheduler tick later (4 ms here), where a loop asleep in the
+// kernel would have been woken at once. So a spin that finds it was descheduled (the clock jumps
+// between two polls) ends, and the loop does not spin again for a number of waits that doubles
+// with each such spin (up to 1,024) and halves with each spin that was woken.
 
 extension Loop {
     /// Default `spinLimit`: a little more than a vCPU wake-up on a virtual machine.
@@ -30,8 +33,11 @@ extension Loop {
     /// The loop spins only while its recent waits average less than this many times `spinLimit`.
     static let spinWhileWaitsUnder: Int64 = 4
 
-    /// How often (ticks) a spinning loop yields its processor to other runnable threads.
-    static let spinYieldInterval: Ticks = 2_000
+    /// A gap between two polls of a spin longer than this (ticks) means the loop was descheduled.
+    static let spinPreemptionGap: Ticks = 200_000
+
+    /// The most waits a descheduled spin keeps the loop from spinning.
+    static let spinBackoffLimit = 1_024
 
     /// How long the loop may poll for cross-thread work in user space before it sleeps in the
     /// kernel, when its recent waits were short; `.zero` turns spinning off. Default 50 µs.
@@ -40,11 +46,12 @@ extension Loop {
     /// under four times this, a wait ended by a timer or a deadline, or one whose spin ran out,
     /// counting as a long one (so an idle loop, or one driven by its timers, never spins, and one
     /// whose work keeps coming just too late spins rarely); only while it watches no descriptor;
-    /// never past its next timer or the run's deadline; and it yields the processor every 2 µs.
-    /// While it spins, posts, signals, port messages, `stop()` and `wakeUp()` reach it without a
-    /// system call on either side. The time counts as waiting: it lies between the
-    /// `beforeWaiting` and `afterWaiting` observers, and in ``metrics`` it is waiting, not busy.
-    /// A limit beyond one second is a programmer error.
+    /// never past its next timer or the run's deadline; and, after a spin during which it lost its
+    /// processor to another thread, not for a while (up to 1,024 waits). While it spins, posts,
+    /// signals, port messages, `stop()` and `wakeUp()` reach it without a system call on either
+    /// side. The time counts as waiting: it lies between the `beforeWaiting` and `afterWaiting`
+    /// observers, and in ``metrics`` it is waiting, not busy. A limit beyond one second is a
+    /// programmer error.
     public var spinLimit: Duration {
         get { .nanoseconds(spinLimitNanoseconds.load(ordering: .relaxed)) }
         set {
@@ -75,6 +82,10 @@ extension Loop {
         guard limit > 0, averageWait < limit * Loop.spinWhileWaitsUnder, !backend.hasPollableEvents else {
             return .sleep
         }
+        if spinBackoff > 0 {
+            spinBackoff -= 1
+            return .sleep
+        }
         var end = start + limit
         var endsAtWake = false
         if let wake, wake <= end {
@@ -90,22 +101,29 @@ extension Loop {
         }
         guard spinning else { return .sleep }
         var now = start
-        var nextYield = start + Loop.spinYieldInterval
+        var descheduled = false
         while now < end {
             if spinKick.load(ordering: .acquiring) { break }
             LibeventBackend.cpuRelax()
+            let previous = now
             now = TickClock.now
-            // With more runnable threads than processors, the thread that will wake this loop
-            // may be waiting for this very processor: hand it over now and then (a system call
-            // that returns at once when no other thread is waiting).
-            if now >= nextYield {
-                sched_yield()
-                nextYield = now + Loop.spinYieldInterval
+            if now - previous > Loop.spinPreemptionGap {
+                descheduled = true
+                break
             }
         }
         inbox.withLock { $0.spinning = false }
         // A kick stored before the unlock is visible here (it was stored under the lock).
-        if spinKick.load(ordering: .acquiring) { return .woken }
+        if spinKick.load(ordering: .acquiring) {
+            spinBackoffLength /= 2
+            return .woken
+        }
+        if descheduled {
+            // Other threads want the processors: sleep in the kernel for a while (see the top).
+            spinBackoffLength = min(max(1, spinBackoffLength * 2), Loop.spinBackoffLimit)
+            spinBackoff = spinBackoffLength
+            return .expired
+        }
         return endsAtWake && now >= end ? .wakeTimeCame : .expired
     }
 

@@ -71,6 +71,10 @@ public final class Loop: @unchecked Sendable {
     /// A running average of how long the loop's recent waits lasted, in ticks (see `Loop+Spin.swift`);
     /// negative before the first wait, which spins.
     @exclusivity(unchecked) var averageWait: Ticks = -1
+    /// Waits left before the loop spins again after a spin found it descheduled, and the length
+    /// of the last such pause (see `Loop+Spin.swift`).
+    @exclusivity(unchecked) var spinBackoff = 0
+    @exclusivity(unchecked) var spinBackoffLength = 0
     /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
     @exclusivity(unchecked) var mainQueuePending = false
     /// Main loop: inside `_dispatch_main_queue_callback_4CF`, which must not be re-entered.
