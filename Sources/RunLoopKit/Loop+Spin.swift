@@ -100,6 +100,7 @@ extension Loop {
             return true
         }
         guard spinning else { return .sleep }
+        spinsStarted += 1
         var now = start
         var descheduled = false
         while now < end {

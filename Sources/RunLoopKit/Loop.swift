@@ -75,6 +75,8 @@ public final class Loop: @unchecked Sendable {
     /// of the last such pause (see `Loop+Spin.swift`).
     @exclusivity(unchecked) var spinBackoff = 0
     @exclusivity(unchecked) var spinBackoffLength = 0
+    /// How many spins the loop has started (for tests and diagnostics).
+    @exclusivity(unchecked) var spinsStarted = 0
     /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
     @exclusivity(unchecked) var mainQueuePending = false
     /// Main loop: inside `_dispatch_main_queue_callback_4CF`, which must not be re-entered.
