@@ -143,9 +143,7 @@ extension Loop {
                     waiting.store(false, ordering: .releasing)
                 }
                 if spins {
-                    recordWait(
-                        from: waitStart, to: TickClock.now, woken: spin == .woken || events.woken,
-                        spinFailed: spin == .expired)
+                    recordWait(from: waitStart, to: TickClock.now, woken: spin == .woken || events.woken)
                 }
                 instrumentWait(false)
             }

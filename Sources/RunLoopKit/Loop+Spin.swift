@@ -19,12 +19,13 @@ import Synchronization
 // loop, whose waits are long, never spins and keeps its zero CPU and zero wake-ups; nor does one
 // woken by its own timers, which it knows in advance), when it watches no descriptor (their
 // readiness is known to the kernel only), and never past its next timer or the run's deadline.
-// On a machine with more runnable threads than cores, spinning backfires: a spinning loop that
-// loses its processor to another thread is told of work only by the spin flag, and sees it only
-// when it is scheduled again, a scheduler tick later (4 ms here), where a loop asleep in the
-// kernel would have been woken at once. So a spin that finds it was descheduled (the clock jumps
-// between two polls) ends, and the loop does not spin again for a number of waits that doubles
-// with each such spin (up to 1,024) and halves with each spin that was woken.
+// A spin that fails backs off: one that runs its whole limit for nothing (the work comes later,
+// or the thread that would send it is not getting a processor), and one that finds it was
+// descheduled (the clock jumps between two polls: on a machine with more runnable threads than
+// cores, a spinning loop that loses its processor sees the spin flag only when it is scheduled
+// again, a scheduler tick later, where a loop asleep in the kernel is woken at once). After
+// either, the loop does not spin for a number of waits that doubles with each failed spin (up to
+// 1,024) and halves with each spin that was woken.
 
 extension Loop {
     /// Default `spinLimit`: a little more than a vCPU wake-up on a virtual machine.
@@ -43,11 +44,13 @@ extension Loop {
     /// kernel, when its recent waits were short; `.zero` turns spinning off. Default 50 µs.
     ///
     /// Any thread; read before each sleep. The loop spins only while its recent waits average
-    /// under four times this, a wait ended by a timer or a deadline, or one whose spin ran out,
-    /// counting as a long one (so an idle loop, or one driven by its timers, never spins, and one
-    /// whose work keeps coming just too late spins rarely); only while it watches no descriptor;
-    /// never past its next timer or the run's deadline; and, after a spin during which it lost its
-    /// processor to another thread, not for a while (up to 1,024 waits). While it spins, posts,
+    /// under four times this, a wait ended by a timer or a deadline counting as a long one (so an
+    /// idle loop, or one driven by its timers, never spins); only while it watches no descriptor;
+    /// never past its next timer or the run's deadline; and, after a spin that ran out or during
+    /// which it lost its processor to another thread, not for a while (a number of waits that
+    /// doubles with each such spin, up to 1,024, and halves with each spin that was woken: a loop
+    /// whose work keeps coming just too late, or whose peers get no processor, spins rarely).
+    /// While it spins, posts,
     /// signals, port messages, `stop()` and `wakeUp()` reach it without a system call on either
     /// side. The time counts as waiting: it lies between the `beforeWaiting` and `afterWaiting`
     /// observers, and in ``metrics`` it is waiting, not busy. A limit beyond one second is a
@@ -119,25 +122,20 @@ extension Loop {
             spinBackoffLength /= 2
             return .woken
         }
-        if descheduled {
-            // Other threads want the processors: sleep in the kernel for a while (see the top).
-            spinBackoffLength = min(max(1, spinBackoffLength * 2), Loop.spinBackoffLimit)
-            spinBackoff = spinBackoffLength
-            return .expired
-        }
-        return endsAtWake && now >= end ? .wakeTimeCame : .expired
+        if endsAtWake && now >= end && !descheduled { return .wakeTimeCame }
+        // Spun for nothing, or descheduled: sleep in the kernel for a while (see the top).
+        spinBackoffLength = min(max(1, spinBackoffLength * 2), Loop.spinBackoffLimit)
+        spinBackoff = spinBackoffLength
+        return .expired
     }
 
     /// Folds one wait (spin and sleep) into the running average the spin decision reads; `woken`:
     /// another thread ended it. A wait ended by a timer or a deadline counts as a long one: the
     /// loop knew when it would end, and spinning towards it is only burnt CPU (a loop driven by a
-    /// fast timer alone must not spin). So does a wait whose spin expired (`spinFailed`): a loop
-    /// whose wake-ups come just after its spin window spins again only after a few short waits,
-    /// instead of before every sleep. Loop thread only.
-    func recordWait(from start: Ticks, to end: Ticks, woken: Bool, spinFailed: Bool) {
-        // Twice the threshold, so that the average moves clearly above it and stays there a while.
-        let longWait = 2 * spinLimitNanoseconds.load(ordering: .relaxed) * Loop.spinWhileWaitsUnder
-        let waited = woken && !spinFailed ? max(0, end - start) : max(end - start, longWait)
+    /// fast timer alone must not spin). Loop thread only.
+    func recordWait(from start: Ticks, to end: Ticks, woken: Bool) {
+        let longWait = spinLimitNanoseconds.load(ordering: .relaxed) * Loop.spinWhileWaitsUnder
+        let waited = woken ? max(0, end - start) : max(end - start, longWait)
         // The first wait is the whole history: a loop that starts idle stops spinning at once.
         averageWait = averageWait < 0 ? waited : averageWait + (waited - averageWait) / 4
     }
