@@ -37,7 +37,7 @@ extension Loop {
     /// A gap between two polls of a spin longer than this (ticks) means the loop was descheduled.
     static let spinPreemptionGap: Ticks = 200_000
 
-    /// The most waits a descheduled spin keeps the loop from spinning.
+    /// The most waits a failed spin keeps the loop from spinning.
     static let spinBackoffLimit = 1_024
 
     /// How long the loop may poll for cross-thread work in user space before it sleeps in the
@@ -50,11 +50,10 @@ extension Loop {
     /// which it lost its processor to another thread, not for a while (a number of waits that
     /// doubles with each such spin, up to 1,024, and halves with each spin that was woken: a loop
     /// whose work keeps coming just too late, or whose peers get no processor, spins rarely).
-    /// While it spins, posts,
-    /// signals, port messages, `stop()` and `wakeUp()` reach it without a system call on either
-    /// side. The time counts as waiting: it lies between the `beforeWaiting` and `afterWaiting`
-    /// observers, and in ``metrics`` it is waiting, not busy. A limit beyond one second is a
-    /// programmer error.
+    /// While it spins, posts, signals, port messages, `stop()` and `wakeUp()` reach it without a
+    /// system call on either side. The time counts as waiting: it lies between the
+    /// `beforeWaiting` and `afterWaiting` observers, and in ``metrics`` it is waiting, not busy.
+    /// A limit beyond one second is a programmer error.
     public var spinLimit: Duration {
         get { .nanoseconds(spinLimitNanoseconds.load(ordering: .relaxed)) }
         set {
