@@ -134,9 +134,9 @@ extension Loop {
                 let wake = earliest(view(of: mode).nextWake, deadline.ticks)
                 instrumentWait(true)
                 // Recent waits short: poll in user space first (Loop+Spin.swift).
-                let spins = spinLimitNanoseconds.load(ordering: .relaxed) > 0
+                let spins = maySpin(backend)
                 let waitStart = spins ? TickClock.now : 0
-                let spin = spins ? spinBeforeSleeping(until: wake, startedAt: waitStart, backend) : .sleep
+                let spin = spins ? spinBeforeSleeping(until: wake, startedAt: waitStart) : .sleep
                 if spin == .sleep || spin == .expired {
                     waiting.store(true, ordering: .releasing)
                     events = backend.wait(until: wake)

@@ -77,13 +77,18 @@ extension Loop {
         case wakeTimeCame
     }
 
-    /// Polls for a wake-up until `wake` or the spin limit, if the loop should spin at all.
-    /// Loop thread only.
-    func spinBeforeSleeping(until wake: Ticks?, startedAt start: Ticks, _ backend: LibeventBackend) -> SpinOutcome {
+    /// Whether the loop may spin before this sleep at all: a limit is set and no descriptor is
+    /// watched (their readiness is known to the kernel only). Waits are timed only then, so a
+    /// server loop pays nothing for spinning. Loop thread only.
+    func maySpin(_ backend: LibeventBackend) -> Bool {
+        spinLimitNanoseconds.load(ordering: .relaxed) > 0 && !backend.hasPollableEvents
+    }
+
+    /// Polls for a wake-up until `wake` or the spin limit, if recent waits say it is worth it
+    /// (the caller checked `maySpin`). Loop thread only.
+    func spinBeforeSleeping(until wake: Ticks?, startedAt start: Ticks) -> SpinOutcome {
         let limit = spinLimitNanoseconds.load(ordering: .relaxed)
-        guard limit > 0, averageWait < limit * Loop.spinWhileWaitsUnder, !backend.hasPollableEvents else {
-            return .sleep
-        }
+        guard limit > 0, averageWait < limit * Loop.spinWhileWaitsUnder else { return .sleep }
         if spinBackoff > 0 {
             spinBackoff -= 1
             return .sleep
