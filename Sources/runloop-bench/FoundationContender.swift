@@ -86,48 +86,32 @@ final class CFLoopThread: @unchecked Sendable {
 enum FoundationContender: Contender {
     // MARK: 1. Post throughput
 
-    private final class PostState: @unchecked Sendable {
-        let target: Int
-        var count = 0  // loop thread only
-        var end = 0.0
-        let done = DispatchSemaphore(value: 0)
-        /// When the first producer left the start line (on two cores the measuring thread may not
-        /// run again until the producers are done).
-        private let firstStart = Shared(Double.infinity)
-        var start: Double { firstStart.withLock { $0 } }
-        init(target: Int) { self.target = target }
-
-        func started(_ time: Double) { firstStart.withLock { $0 = min($0, time) } }
-
-        func ran() {
-            count += 1
-            if count == target {
-                end = monotonicSeconds()
-                done.signal()
-            }
-        }
-    }
-
-    static func postThroughput(producers: Int, blocks: Int, timeout: Double) -> Outcome<Double> {
+    static func postThroughput(producers: Int, blocks: Int, capture: PostCapture, timeout: Double) -> Outcome<Double> {
         guard let thread = CFLoopThread() else { return .failure(BenchError(reason: "no loop thread")) }
+        // In this order: the loop thread is stopped before the global goes.
+        defer { PostCounter.current = nil }
         defer { thread.stop() }
-        let state = PostState(target: blocks)
+        let counter = PostCounter(target: blocks)
+        PostCounter.current = Unmanaged.passUnretained(counter)
         let line = StartLine(parties: producers + 1)
         let threads = (0..<producers).map { index in
             let share = blocks / producers + (index == 0 ? blocks % producers : 0)
             return NativeThread {
                 line.wait()
-                state.started(monotonicSeconds())
-                for _ in 0..<share {
-                    thread.perform { state.ran() }
+                counter.started(monotonicSeconds())
+                switch capture {
+                case .sharedObject:
+                    for _ in 0..<share { thread.perform { counter.ran() } }
+                case .nothing:
+                    for _ in 0..<share { thread.perform { PostCounter.ranCurrent() } }
                 }
             }
         }
         line.wait()
-        let finished = state.done.wait(timeout: .now() + timeout) == .success
+        let finished = counter.done.wait(timeout: .now() + timeout) == .success
         for thread in threads { thread.join(timeout: timeout) }
         guard finished else { return .failure(.timedOut) }
-        return .success(Double(blocks) / (state.end - state.start))
+        return .success(counter.blocksPerSecond)
     }
 
     // MARK: 2. Ping-pong

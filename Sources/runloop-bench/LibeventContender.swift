@@ -5,7 +5,8 @@ import Dispatch
 enum LibeventContender: Contender {
     static var version: String { String(cString: raw_libevent_version()) }
 
-    static func postThroughput(producers: Int, blocks: Int, timeout: Double) -> Outcome<Double> {
+    /// C has no captures: both `capture` cases run the same workload.
+    static func postThroughput(producers: Int, blocks: Int, capture: PostCapture, timeout: Double) -> Outcome<Double> {
         let result = raw_post_throughput(Int32(producers), Int64(blocks), timeout)
         guard result.ok != 0, result.seconds > 0 else { return .failure(.timedOut) }
         return .success(Double(result.count) / result.seconds)

@@ -19,50 +19,34 @@ enum RunLoopKitContender: Contender {
 
     // MARK: 1. Post throughput
 
-    private final class PostState: @unchecked Sendable {
-        let target: Int
-        var count = 0  // loop thread only
-        var end = 0.0
-        let done = DispatchSemaphore(value: 0)
-        /// When the first producer left the start line (on two cores the measuring thread may not
-        /// run again until the producers are done).
-        private let firstStart = Shared(Double.infinity)
-        var start: Double { firstStart.withLock { $0 } }
-        init(target: Int) { self.target = target }
-
-        func started(_ time: Double) { firstStart.withLock { $0 = min($0, time) } }
-
-        // One captured object per block: the closure context is the object itself.
-        func ran() {
-            count += 1
-            if count == target {
-                end = monotonicSeconds()
-                done.signal()
-            }
-        }
-    }
-
-    static func postThroughput(producers: Int, blocks: Int, timeout: Double) -> Outcome<Double> {
+    static func postThroughput(producers: Int, blocks: Int, capture: PostCapture, timeout: Double) -> Outcome<Double> {
         let thread = LoopThread(name: "bench-post")
+        // In this order: the loop thread is stopped before the global goes.
+        defer { PostCounter.current = nil }
         defer { stop([thread]) }
         let loop = thread.loop
-        let state = PostState(target: blocks)
+        let counter = PostCounter(target: blocks)
+        PostCounter.current = Unmanaged.passUnretained(counter)
         let line = StartLine(parties: producers + 1)
         let threads = (0..<producers).map { index in
             let share = blocks / producers + (index == 0 ? blocks % producers : 0)
             return NativeThread {
                 line.wait()
-                state.started(monotonicSeconds())
-                for _ in 0..<share {
-                    loop.perform { state.ran() }
+                counter.started(monotonicSeconds())
+                switch capture {
+                case .sharedObject:
+                    // The closure's context is the counter itself: one retain per post.
+                    for _ in 0..<share { loop.perform { counter.ran() } }
+                case .nothing:
+                    for _ in 0..<share { loop.perform { PostCounter.ranCurrent() } }
                 }
             }
         }
         line.wait()
-        let finished = state.done.wait(timeout: .now() + timeout) == .success
+        let finished = counter.done.wait(timeout: .now() + timeout) == .success
         for thread in threads { thread.join(timeout: timeout) }
         guard finished else { return .failure(.timedOut) }
-        return .success(Double(blocks) / (state.end - state.start))
+        return .success(counter.blocksPerSecond)
     }
 
     // MARK: 2. Ping-pong

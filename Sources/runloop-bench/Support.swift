@@ -119,6 +119,54 @@ func onFreshThread<T>(timeout: Double, _ body: @escaping @Sendable () -> T) -> T
     return result.value
 }
 
+/// What each block of the post workload captures.
+enum PostCapture: Sendable {
+    /// The run's counter, one object shared by every producer: each post retains it and each block
+    /// that ran releases it, so its reference count's cache line travels between the cores with
+    /// every block, whatever the run loop does.
+    case sharedObject
+    /// Nothing: the block reaches the counter through a global. What is left is the run loop's
+    /// own cost (and, for raw libevent, the same workload as the other).
+    case nothing
+}
+
+/// The post workload's counter: counts blocks on the loop thread and notes when the last one ran.
+final class PostCounter: @unchecked Sendable {
+    let target: Int
+    private var count = 0  // loop thread only
+    private var end = 0.0
+    let done = DispatchSemaphore(value: 0)
+    /// When the first producer left the start line (on two cores the measuring thread may not
+    /// run again until the producers are done).
+    private let firstStart = Shared(Double.infinity)
+
+    /// The counter of the run in progress, for blocks that capture nothing: set before the
+    /// producers start, cleared once the loop thread has stopped.
+    nonisolated(unsafe) static var current: Unmanaged<PostCounter>?
+
+    init(target: Int) { self.target = target }
+
+    func started(_ time: Double) { firstStart.withLock { $0 = min($0, time) } }
+
+    /// On the loop thread: one block ran.
+    func ran() {
+        count += 1
+        if count == target {
+            end = monotonicSeconds()
+            done.signal()
+        }
+    }
+
+    /// On the loop thread, for a block that captures nothing: `ran()` on `current`, with no
+    /// reference count touched.
+    static func ranCurrent() {
+        current?._withUnsafeGuaranteedRef { $0.ran() }
+    }
+
+    /// Blocks per second from the first producer's start to the last block's run; after `done`.
+    var blocksPerSecond: Double { Double(target) / (end - firstStart.withLock { $0 }) }
+}
+
 /// A start line for several threads: they all wait until the measuring thread opens it.
 final class StartLine: @unchecked Sendable {
     private var barrier = pthread_barrier_t()

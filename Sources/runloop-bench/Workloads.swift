@@ -24,8 +24,9 @@ protocol IdleProbe: AnyObject, Sendable {
 
 /// One implementation of every workload.
 protocol Contender {
-    /// `blocks` in total from `producers` threads; blocks per second.
-    static func postThroughput(producers: Int, blocks: Int, timeout: Double) -> Outcome<Double>
+    /// `blocks` in total from `producers` threads, each block capturing what `capture` says;
+    /// blocks per second.
+    static func postThroughput(producers: Int, blocks: Int, capture: PostCapture, timeout: Double) -> Outcome<Double>
     /// Round-trip times in microseconds.
     static func pingPong(roundTrips: Int, timeout: Double) -> Outcome<[Double]>
     /// One-shot timers due `lead + offsets[i]` seconds from now.
@@ -47,6 +48,8 @@ protocol Contender {
 enum MetricID {
     static let post1 = "post.1"
     static let post4 = "post.4"
+    static let post1CaptureFree = "post.1.free"
+    static let post4CaptureFree = "post.4.free"
     static let pingPongP50 = "pingpong.p50"
     static let pingPongP99 = "pingpong.p99"
     static let pingPongCPU = "pingpong.cpu"
@@ -90,20 +93,32 @@ enum Workloads {
         metrics: [
             Metric(id: MetricID.post1, label: "post, 1 producer", unit: "blocks/s", direction: .higherIsBetter),
             Metric(id: MetricID.post4, label: "post, 4 producers", unit: "blocks/s", direction: .higherIsBetter),
+            Metric(
+                id: MetricID.post1CaptureFree, label: "post, 1 producer, capture-free", unit: "blocks/s",
+                direction: .higherIsBetter),
+            Metric(
+                id: MetricID.post4CaptureFree, label: "post, 4 producers, capture-free", unit: "blocks/s",
+                direction: .higherIsBetter),
         ], curves: [],
         how: [
-            .runLoopKit: "`loop.perform { … }` from producer threads to a `LoopThread`",
+            .runLoopKit:
+                "`loop.perform { counter.ran() }` from producer threads to a `LoopThread`: each block captures the run's one counter object (its reference count changes with every post and every run block); capture-free rows: `loop.perform { PostCounter.ranCurrent() }`, which reaches the counter through a global",
             .foundation:
-                "`CFRunLoopPerformBlock` + `CFRunLoopWakeUp` from producer threads to a thread in `CFRunLoopRunInMode`",
-            .libevent: "mutex-protected queue of (function, context) items + one eventfd write per batch",
+                "`CFRunLoopPerformBlock` + `CFRunLoopWakeUp` from producer threads to a thread in `CFRunLoopRunInMode`, the same closures",
+            .libevent:
+                "mutex-protected queue of (function, context) items + one eventfd write per batch; no reference counts, so the capture-free rows run the same workload again",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
-            for (producers, id) in [(1, MetricID.post1), (4, MetricID.post4)] {
+            let runs: [(Int, PostCapture, String)] = [
+                (1, .sharedObject, MetricID.post1), (4, .sharedObject, MetricID.post4),
+                (1, .nothing, MetricID.post1CaptureFree), (4, .nothing, MetricID.post4CaptureFree),
+            ]
+            for (producers, capture, id) in runs {
                 sample.record(
                     id,
                     implementation.contender.postThroughput(
-                        producers: producers, blocks: size.postBlocks, timeout: size.timeout))
+                        producers: producers, blocks: size.postBlocks, capture: capture, timeout: size.timeout))
             }
             return sample
         })
