@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -867,4 +868,75 @@ void raw_loops_stop(void *opaque) {
     for (int i = 0; i < set->count; i++) raw_loop_stop(set->loops[i]);
     free(set->loops);
     free(set);
+}
+
+// MARK: Machine: a cache line's round trip between two processors
+
+typedef struct {
+    int cpu;
+    int rounds;
+    int player;  // 0 serves, 1 returns
+    int *word;
+    int *go;  // 0 wait, 1 start, 2 give up
+    int pinned;
+    double seconds;
+} round_trip_args;
+
+static void *round_trip_main(void *arg) {
+    round_trip_args *args = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(args->cpu, &set);
+    args->pinned = pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+    int go;
+    while ((go = __atomic_load_n(args->go, __ATOMIC_ACQUIRE)) == 0) sched_yield();
+    if (go != 1) return NULL;
+    double start = mono_now();
+    for (int i = 0; i < args->rounds; i++) {
+        if (args->player == 0) {
+            __atomic_store_n(args->word, 1, __ATOMIC_RELEASE);
+            while (__atomic_load_n(args->word, __ATOMIC_ACQUIRE) != 0) {}
+        } else {
+            while (__atomic_load_n(args->word, __ATOMIC_ACQUIRE) != 1) {}
+            __atomic_store_n(args->word, 0, __ATOMIC_RELEASE);
+        }
+    }
+    args->seconds = mono_now() - start;
+    return NULL;
+}
+
+int raw_allowed_processors(void) {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
+    return CPU_COUNT(&allowed);
+}
+
+double raw_core_round_trip_ns(int rounds) {
+    cpu_set_t allowed;
+    if (rounds < 1 || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
+    int cpus[2];
+    int found = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; cpu++) {
+        if (CPU_ISSET(cpu, &allowed)) cpus[found++] = cpu;
+    }
+    if (found < 2) return 0;
+    // The word has a cache line of its own; the start flag is elsewhere.
+    int *word = aligned_alloc(64, 64);
+    if (!word) return 0;
+    __atomic_store_n(word, 0, __ATOMIC_RELAXED);
+    int go = 0;
+    round_trip_args args[2];
+    pthread_t threads[2];
+    int started = 0;
+    for (int i = 0; i < 2; i++) {
+        args[i] = (round_trip_args){cpus[i], rounds, i, word, &go, 0, 0};
+        if (pthread_create(&threads[started], NULL, round_trip_main, &args[i]) == 0) started++;
+    }
+    // Both threads or neither: a lone one would wait for its partner for ever.
+    __atomic_store_n(&go, started == 2 ? 1 : 2, __ATOMIC_RELEASE);
+    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    free(word);
+    if (started < 2) return 0;
+    if (!args[0].pinned || !args[1].pinned) return 0;
+    return args[0].seconds * 1e9 / rounds;
 }

@@ -219,8 +219,37 @@ struct MachineDescription: Sendable, Codable {
     let swift: String
     let libevent: String
     let build: String
+    /// A cache line's round trip between two processors, measured before every repetition: what
+    /// every block capturing an object shared with its posting thread costs at least, and on a
+    /// virtual machine far from constant (the hypervisor moves the virtual processors). Nil on one
+    /// processor, and in reports written before it was measured.
+    let coreRoundTrip: RoundTrip?
 
-    static func current() -> MachineDescription {
+    /// Round-trip samples in nanoseconds.
+    struct RoundTrip: Sendable, Codable {
+        let median: Double
+        let min: Double
+        let max: Double
+        let samples: Int
+
+        init?(_ samples: [Double]) {
+            guard !samples.isEmpty else { return nil }
+            median = Stats.median(samples)
+            min = samples.min()!
+            max = samples.max()!
+            self.samples = samples.count
+        }
+
+        /// "95 ns median, 63–465 ns in 30 samples".
+        var text: String {
+            let median = Int(self.median.rounded())
+            guard samples > 1 else { return "\(median) ns" }
+            return "\(median) ns median, \(Int(min.rounded()))–\(Int(max.rounded())) ns in \(samples) samples"
+        }
+    }
+
+    /// This machine; `roundTrips`: the cache-line round trips measured during the run (ns).
+    static func current(roundTrips: [Double] = []) -> MachineDescription {
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
         let model =
             cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
@@ -233,7 +262,8 @@ struct MachineDescription: Sendable, Codable {
         }
         return MachineDescription(
             cpu: model, cores: ProcessInfo.processInfo.activeProcessorCount, kernel: kernel,
-            swift: swiftVersion, libevent: LibeventContender.version, build: buildConfiguration)
+            swift: swiftVersion, libevent: LibeventContender.version, build: buildConfiguration,
+            coreRoundTrip: RoundTrip(roundTrips))
     }
 }
 
@@ -294,9 +324,11 @@ struct Benchmark {
     func run(command: String = "") -> Report {
         var metrics: [MetricResult] = []
         var curves: [CurveResult] = []
+        var roundTrips: [Double] = []
         for workload in selectedWorkloads {
             var samples: [Implementation: [Sample]] = [:]
             for repetition in 1...size.repetitions {
+                if let roundTrip = LibeventContender.coreRoundTripNanoseconds() { roundTrips.append(roundTrip) }
                 switch workload.runner {
                 case .each(let body):
                     for implementation in implementations {
@@ -330,7 +362,7 @@ struct Benchmark {
         let formatter = ISO8601DateFormatter()
         return Report(
             date: formatter.string(from: Date()), size: size.name, repetitions: size.repetitions, command: command,
-            machine: .current(), parameters: size.parameters, metrics: metrics, curves: curves,
+            machine: .current(roundTrips: roundTrips), parameters: size.parameters, metrics: metrics, curves: curves,
             workloads: selectedWorkloads.map { workload in
                 Report.WorkloadDescription(
                     number: workload.number, name: workload.name, title: workload.title,

@@ -5,6 +5,16 @@ import Dispatch
 enum LibeventContender: Contender {
     static var version: String { String(cString: raw_libevent_version()) }
 
+    /// How many processors this process may run on (`sched_getaffinity`); 0 if unknown.
+    static var allowedProcessors: Int { Int(raw_allowed_processors()) }
+
+    /// A cache line's round trip between two processors, in nanoseconds, averaged over `rounds`
+    /// (`raw_core_round_trip_ns`); nil on one processor.
+    static func coreRoundTripNanoseconds(rounds: Int = 20_000) -> Double? {
+        let nanoseconds = raw_core_round_trip_ns(Int32(rounds))
+        return nanoseconds > 0 ? nanoseconds : nil
+    }
+
     /// C has no captures: both `capture` cases run the same workload.
     static func postThroughput(producers: Int, blocks: Int, capture: PostCapture, timeout: Double) -> Outcome<Double> {
         let result = raw_post_throughput(Int32(producers), Int64(blocks), timeout)

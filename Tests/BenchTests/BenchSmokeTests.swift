@@ -77,12 +77,27 @@ import Testing
     @Test(arguments: Implementation.allCases)
     func ratesArePositive(_ implementation: Implementation) {
         for id in [
-            MetricID.post1, MetricID.post4, MetricID.churn, MetricID.iteration0, MetricID.iteration6,
-            MetricID.descriptor,
+            MetricID.post1, MetricID.post4, MetricID.post1CaptureFree, MetricID.post4CaptureFree, MetricID.churn,
+            MetricID.iteration0, MetricID.iteration6, MetricID.descriptor,
         ] {
             let value = figure(id, implementation)
             #expect((value ?? 0) > 0, "\(id) on \(implementation.rawValue): \(String(describing: value))")
         }
+    }
+
+    /// Measured before every repetition when the process may use two processors.
+    @Test func coreRoundTripIsSane() throws {
+        let twoProcessors = LibeventContender.allowedProcessors >= 2
+        guard let roundTrip = Self.report.machine.coreRoundTrip else {
+            #expect(!twoProcessors, "no cache-line round trip measured on a machine with two processors")
+            return
+        }
+        #expect(roundTrip.samples == Self.report.repetitions * Self.inProcess.count)
+        #expect(roundTrip.min > 0)
+        #expect(roundTrip.min <= roundTrip.median && roundTrip.median <= roundTrip.max)
+        // Nanoseconds, not seconds or microseconds: a round trip between two processors takes
+        // tens to a few thousand of them.
+        #expect(roundTrip.max < 1_000_000)
     }
 
     @Test(arguments: Implementation.allCases)

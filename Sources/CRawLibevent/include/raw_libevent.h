@@ -27,6 +27,15 @@ long long raw_rss_bytes(void);
 /// `malloc_trim(0)`: returns free heap pages to the kernel so that an RSS baseline is clean.
 void raw_malloc_trim(void);
 
+/// Nanoseconds for one cache line to go from one processor to another and back: two threads,
+/// pinned to the first two processors this process may use, take turns writing one atomic word
+/// (`rounds` round trips, the average). Every block that captures an object shared with the
+/// posting thread costs at least this much (its reference count changes on both sides). 0 with
+/// fewer than two processors or if the threads could not be pinned.
+double raw_core_round_trip_ns(int rounds);
+/// How many processors this process may run on (`sched_getaffinity`); 0 if unknown.
+int raw_allowed_processors(void);
+
 /// Workload 1: `producers` threads post `blocks` items in total to one raw loop.
 typedef struct {
     int ok;
