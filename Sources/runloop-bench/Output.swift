@@ -107,12 +107,12 @@ extension Report {
     func heading() -> String {
         let roundTrip = machine.coreRoundTrip.map { " (cache line round trip between two: \($0.text))" } ?? ""
         return """
-        runloop-bench: \(size) run, \(repetitions) repetition\(repetitions == 1 ? "" : "s") \
-        (implementations alternating), medians; \(machine.build) build
-        machine: \(machine.cpu), \(machine.cores) cores\(roundTrip), Linux \(machine.kernel), \(machine.swift), \
-        libevent \(machine.libevent)
-        ratios: RunLoopKit's figure divided by the other's (see "better" for which way is good)
-        """
+            runloop-bench: \(size) run, \(repetitions) repetition\(repetitions == 1 ? "" : "s") \
+            (implementations alternating), medians; \(machine.build) build
+            machine: \(machine.cpu), \(machine.cores) cores\(roundTrip), Linux \(machine.kernel), \(machine.swift), \
+            libevent \(machine.libevent)
+            ratios: RunLoopKit's figure divided by the other's (see "better" for which way is good)
+            """
     }
 
     /// The project's performance targets, checked against this report's medians.
