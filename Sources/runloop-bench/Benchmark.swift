@@ -224,6 +224,23 @@ struct MachineDescription: Sendable, Codable {
     /// virtual machine far from constant (the hypervisor moves the virtual processors). Nil on one
     /// processor, and in reports written before it was measured.
     let coreRoundTrip: RoundTrip?
+    /// The share of the processors' time the hypervisor gave to others during the run (steal time
+    /// in `/proc/stat`), in percent: on a virtual machine, what the host's own load took. Nil if
+    /// unknown.
+    let stolenPercent: Double?
+
+    /// The whole machine's processor time so far (`/proc/stat`, clock ticks): all of it, and the
+    /// part stolen by the hypervisor. Nil if unreadable.
+    static func processorTime() -> (total: Int, stolen: Int)? {
+        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+            let line = stat.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") })
+        else { return nil }
+        // user nice system idle iowait irq softirq steal guest guest_nice; guest time is already
+        // counted in user and nice.
+        let fields = line.split(separator: " ").dropFirst().compactMap { Int($0) }
+        guard fields.count >= 8 else { return nil }
+        return (fields.prefix(8).reduce(0, +), fields[7])
+    }
 
     /// Round-trip samples in nanoseconds.
     struct RoundTrip: Sendable, Codable {
@@ -249,7 +266,8 @@ struct MachineDescription: Sendable, Codable {
     }
 
     /// This machine; `roundTrips`: the cache-line round trips measured during the run (ns).
-    static func current(roundTrips: [Double] = []) -> MachineDescription {
+    /// `since`: `processorTime()` when the run started.
+    static func current(roundTrips: [Double] = [], since: (total: Int, stolen: Int)? = nil) -> MachineDescription {
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
         let model =
             cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
@@ -263,7 +281,12 @@ struct MachineDescription: Sendable, Codable {
         return MachineDescription(
             cpu: model, cores: ProcessInfo.processInfo.activeProcessorCount, kernel: kernel,
             swift: swiftVersion, libevent: LibeventContender.version, build: buildConfiguration,
-            coreRoundTrip: RoundTrip(roundTrips))
+            coreRoundTrip: RoundTrip(roundTrips), stolenPercent: stolenPercent(since: since))
+    }
+
+    private static func stolenPercent(since start: (total: Int, stolen: Int)?) -> Double? {
+        guard let start, let end = processorTime(), end.total > start.total else { return nil }
+        return Double(end.stolen - start.stolen) * 100 / Double(end.total - start.total)
     }
 }
 
@@ -325,6 +348,7 @@ struct Benchmark {
         var metrics: [MetricResult] = []
         var curves: [CurveResult] = []
         var roundTrips: [Double] = []
+        let startTime = MachineDescription.processorTime()
         for workload in selectedWorkloads {
             var samples: [Implementation: [Sample]] = [:]
             for repetition in 1...size.repetitions {
@@ -362,7 +386,8 @@ struct Benchmark {
         let formatter = ISO8601DateFormatter()
         return Report(
             date: formatter.string(from: Date()), size: size.name, repetitions: size.repetitions, command: command,
-            machine: .current(roundTrips: roundTrips), parameters: size.parameters, metrics: metrics, curves: curves,
+            machine: .current(roundTrips: roundTrips, since: startTime), parameters: size.parameters, metrics: metrics,
+            curves: curves,
             workloads: selectedWorkloads.map { workload in
                 Report.WorkloadDescription(
                     number: workload.number, name: workload.name, title: workload.title,

@@ -105,11 +105,18 @@ extension Report {
 
     /// The header above the table: what ran, where.
     func heading() -> String {
-        let roundTrip = machine.coreRoundTrip.map { " (cache line round trip between two: \($0.text))" } ?? ""
+        var conditions: [String] = []
+        if let roundTrip = machine.coreRoundTrip {
+            conditions.append("cache line round trip between two: \(roundTrip.text)")
+        }
+        if let stolen = machine.stolenPercent {
+            conditions.append("time stolen by the hypervisor: \(String(format: "%.1f", stolen)) %")
+        }
+        let conditionsText = conditions.isEmpty ? "" : " (" + conditions.joined(separator: "; ") + ")"
         return """
             runloop-bench: \(size) run, \(repetitions) repetition\(repetitions == 1 ? "" : "s") \
             (implementations alternating), medians; \(machine.build) build
-            machine: \(machine.cpu), \(machine.cores) cores\(roundTrip), Linux \(machine.kernel), \(machine.swift), \
+            machine: \(machine.cpu), \(machine.cores) cores\(conditionsText), Linux \(machine.kernel), \(machine.swift), \
             libevent \(machine.libevent)
             ratios: RunLoopKit's figure divided by the other's (see "better" for which way is good)
             """

@@ -100,6 +100,12 @@ import Testing
         #expect(roundTrip.max < 1_000_000)
     }
 
+    /// Read from /proc/stat before and after the run.
+    @Test func stolenTimeIsAPercentage() throws {
+        let stolen = try #require(Self.report.machine.stolenPercent)
+        #expect(stolen >= 0 && stolen <= 100)
+    }
+
     @Test(arguments: Implementation.allCases)
     func latenciesAreOrdered(_ implementation: Implementation) throws {
         let p50 = try #require(figure(MetricID.pingPongP50, implementation))
