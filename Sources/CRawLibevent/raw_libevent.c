@@ -290,18 +290,35 @@ typedef struct {
     post_state *state;
     long long blocks;
     pthread_barrier_t *barrier;
+    int cpu;
+    int pinned;
     double started;
 } producer_args;
 
 static void *producer_main(void *arg) {
     producer_args *args = arg;
+    args->pinned = args->cpu < 0 || raw_pin_thread(args->cpu);
     pthread_barrier_wait(args->barrier);
     args->started = mono_now();
     for (long long i = 0; i < args->blocks; i++) raw_loop_post(args->loop, post_item, args->state);
     return NULL;
 }
 
-raw_post_result raw_post_throughput(int producers, long long blocks, double timeout_seconds) {
+typedef struct {
+    int cpu;
+    int pinned;
+    latch done;
+} pin_request;
+
+static void pin_item(raw_loop *loop, void *context) {
+    (void)loop;
+    pin_request *request = context;
+    request->pinned = raw_pin_thread(request->cpu);
+    latch_open(&request->done);
+}
+
+raw_post_result raw_post_throughput(
+    int producers, long long blocks, double timeout_seconds, int loop_cpu, int producer_cpu) {
     raw_post_result result = {0, 0, 0};
     if (producers < 1 || producers > 64 || blocks < producers) return result;
     // On the heap: if a loop thread fails to stop it may still use it, and it is then leaked.
@@ -314,6 +331,27 @@ raw_post_result raw_post_throughput(int producers, long long blocks, double time
         free(state);
         return result;
     }
+    if (loop_cpu >= 0) {
+        // On the heap, like `state`: leaked if the loop never runs the item.
+        pin_request *request = calloc(1, sizeof *request);
+        if (!request) abort();
+        request->cpu = loop_cpu;
+        latch_init(&request->done);
+        raw_loop_post(loop, pin_item, request);
+        int ran = latch_wait(&request->done, 10.0);
+        int pinned = ran && request->pinned;
+        if (ran) {
+            latch_destroy(&request->done);
+            free(request);
+        }
+        if (!pinned) {
+            if (raw_loop_stop(loop)) {
+                latch_destroy(&state->done);
+                free(state);
+            }
+            return result;
+        }
+    }
     pthread_barrier_t barrier;
     pthread_barrier_init(&barrier, NULL, (unsigned)producers + 1);
     pthread_t threads[64];
@@ -323,6 +361,8 @@ raw_post_result raw_post_throughput(int producers, long long blocks, double time
         args[p].state = state;
         args[p].blocks = blocks / producers + (p == 0 ? blocks % producers : 0);
         args[p].barrier = &barrier;
+        args[p].cpu = producer_cpu;
+        args[p].pinned = 0;
         if (pthread_create(&threads[p], NULL, producer_main, &args[p]) != 0) abort();
     }
     pthread_barrier_wait(&barrier);
@@ -337,7 +377,9 @@ raw_post_result raw_post_throughput(int producers, long long blocks, double time
     pthread_barrier_destroy(&barrier);
     // The stop item runs after every block, so `state` outlives its last use.
     if (!raw_loop_stop(loop)) return result;
-    result.ok = done;
+    int pinned = 1;
+    for (int p = 0; p < producers; p++) pinned = pinned && args[p].pinned;
+    result.ok = done && pinned;
     result.seconds = state->end - start;
     result.count = state->count;
     latch_destroy(&state->done);
@@ -884,10 +926,7 @@ typedef struct {
 
 static void *round_trip_main(void *arg) {
     round_trip_args *args = arg;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(args->cpu, &set);
-    args->pinned = pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+    args->pinned = raw_pin_thread(args->cpu);
     int go;
     while ((go = __atomic_load_n(args->go, __ATOMIC_ACQUIRE)) == 0) sched_yield();
     if (go != 1) return NULL;
@@ -905,6 +944,23 @@ static void *round_trip_main(void *arg) {
     return NULL;
 }
 
+int raw_pin_thread(int cpu) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) return 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+int raw_allowed_processor(int index) {
+    cpu_set_t allowed;
+    if (index < 0 || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (CPU_ISSET(cpu, &allowed) && index-- == 0) return cpu;
+    }
+    return -1;
+}
+
 int raw_allowed_processors(void) {
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
@@ -912,14 +968,8 @@ int raw_allowed_processors(void) {
 }
 
 double raw_core_round_trip_ns(int rounds) {
-    cpu_set_t allowed;
-    if (rounds < 1 || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
-    int cpus[2];
-    int found = 0;
-    for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; cpu++) {
-        if (CPU_ISSET(cpu, &allowed)) cpus[found++] = cpu;
-    }
-    if (found < 2) return 0;
+    int cpus[2] = {raw_allowed_processor(0), raw_allowed_processor(1)};
+    if (rounds < 1 || cpus[1] < 0) return 0;
     // The word has a cache line of its own; the start flag is elsewhere.
     int *word = aligned_alloc(64, 64);
     if (!word) return 0;

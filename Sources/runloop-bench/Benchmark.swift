@@ -81,6 +81,8 @@ struct BenchmarkSize: Sendable {
     var memoryLoops: Int
     var actorRoundTrips: Int
     var executorJobs: Int
+    /// Where the post workload's threads run (`--placement`); the scheduler's choice by default.
+    var postPlacement: PostPlacement = .scheduler
     /// Upper bound for one measurement; past it the figure is reported as timed out.
     var timeout: Double
 
@@ -141,8 +143,14 @@ extension BenchmarkSize {
         func milliseconds(_ seconds: Double) -> String { "\(Int((seconds * 1000).rounded())) ms" }
         let timers = "\(count(timerCount)) timers due evenly over \(milliseconds(timerSpread))"
         let pingPong = "\(count(pingPongRoundTrips)) round trips per repetition"
+        let placement =
+            switch postPlacement {
+            case .scheduler: ""
+            case .apart: "; loop thread and producers pinned to two processors"
+            case .together: "; loop thread and producers pinned to one processor"
+            }
         return [
-            Workloads.post.name: "\(count(postBlocks)) blocks per repetition and producer count",
+            Workloads.post.name: "\(count(postBlocks)) blocks per repetition and producer count\(placement)",
             Workloads.pingPong.name: pingPong, MetricID.pingPongCurve: pingPong,
             Workloads.timers.name: timers, MetricID.timerCurve: timers,
             Workloads.churn.name: "\(count(churnTimers)) timers, each invalidated \(count(churnWindow)) timers later",

@@ -30,6 +30,8 @@ enum CommandLineTool {
           --only IMPL        run only RunLoopKit, Foundation or libevent (repeatable; for profiling)
           --set KEY=VALUE    override one size parameter (for profiling), e.g. --set timerSpread=0;
                              keys: \(BenchmarkSize.keys.joined(separator: ", "))
+          --placement WHERE  where the post workload's threads run: scheduler (the default), apart
+                             (loop thread and producers pinned to two processors) or together (all on one)
           --from-json PATH   measure nothing: print the table of a saved JSON report and redraw its charts
           --list             list the workloads and exit
           -h, --help         this text
@@ -70,6 +72,11 @@ enum CommandLineTool {
                     throw UsageError(
                         message: "--set takes KEY=VALUE with a key among \(BenchmarkSize.keys.joined(separator: ", "))")
                 }
+            case "--placement":
+                guard let placement = PostPlacement(rawValue: try value(for: argument)) else {
+                    throw UsageError(message: "--placement takes scheduler, apart or together")
+                }
+                options.size.postPlacement = placement
             case "--from-json": options.fromJSON = try value(for: argument)
             case "--list": options.list = true
             case "-h", "--help": throw UsageError(message: nil)

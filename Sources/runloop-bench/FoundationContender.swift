@@ -86,17 +86,31 @@ final class CFLoopThread: @unchecked Sendable {
 enum FoundationContender: Contender {
     // MARK: 1. Post throughput
 
-    static func postThroughput(producers: Int, blocks: Int, capture: PostCapture, timeout: Double) -> Outcome<Double> {
+    static func postThroughput(
+        producers: Int, blocks: Int, capture: PostCapture, placement: PostPlacement, timeout: Double
+    ) -> Outcome<Double> {
+        let processors: (loop: Int32, producers: Int32)?
+        switch placement.processors() {
+        case .success(let found): processors = found
+        case .failure(let error): return .failure(error)
+        }
         guard let thread = CFLoopThread() else { return .failure(BenchError(reason: "no loop thread")) }
         // In this order: the loop thread is stopped before the global goes.
         defer { PostCounter.current = nil }
         defer { thread.stop() }
+        if let processors, !pinLoopThread(to: processors.loop, with: { thread.perform($0) }) {
+            return .failure(BenchError(reason: "could not pin the loop thread"))
+        }
         let counter = PostCounter(target: blocks)
         PostCounter.current = Unmanaged.passUnretained(counter)
+        let unpinned = Atomic<Int>(0)
         let line = StartLine(parties: producers + 1)
         let threads = (0..<producers).map { index in
             let share = blocks / producers + (index == 0 ? blocks % producers : 0)
             return NativeThread {
+                if let processors, !pinCurrentThread(to: processors.producers) {
+                    unpinned.add(1, ordering: .relaxed)
+                }
                 line.wait()
                 counter.started(monotonicSeconds())
                 switch capture {
@@ -111,6 +125,9 @@ enum FoundationContender: Contender {
         let finished = counter.done.wait(timeout: .now() + timeout) == .success
         for thread in threads { thread.join(timeout: timeout) }
         guard finished else { return .failure(.timedOut) }
+        guard unpinned.load(ordering: .relaxed) == 0 else {
+            return .failure(BenchError(reason: "could not pin the producers"))
+        }
         return .success(counter.blocksPerSecond)
     }
 

@@ -130,6 +130,52 @@ enum PostCapture: Sendable {
     case nothing
 }
 
+/// Where the post workload's threads run (`--placement`).
+enum PostPlacement: String, Sendable, CaseIterable {
+    /// Wherever the scheduler puts them: the documented runs.
+    case scheduler
+    /// The loop thread on the first processor the process may use, the producers on the second:
+    /// every cache line the two sides share travels between the processors.
+    case apart
+    /// Every thread on the first processor: no line travels, one processor does all the work.
+    case together
+
+    /// The processors to pin the loop thread and the producers to; nil for the scheduler's choice.
+    func processors() -> Outcome<(loop: Int32, producers: Int32)?> {
+        switch self {
+        case .scheduler:
+            return .success(nil)
+        case .together:
+            let first = raw_allowed_processor(0)
+            guard first >= 0 else { return .failure(BenchError(reason: "no processor to pin to")) }
+            return .success((first, first))
+        case .apart:
+            let first = raw_allowed_processor(0)
+            let second = raw_allowed_processor(1)
+            guard first >= 0, second >= 0 else {
+                return .failure(BenchError(reason: "placement apart needs two processors"))
+            }
+            return .success((first, second))
+        }
+    }
+}
+
+/// Pins the calling thread to processor `cpu` (`raw_pin_thread`).
+func pinCurrentThread(to cpu: Int32) -> Bool { raw_pin_thread(cpu) != 0 }
+
+/// Pins a loop thread to processor `cpu` with a block run through `perform`; false if it did not
+/// run within 10 s or could not pin.
+func pinLoopThread(to cpu: Int32, with perform: (@escaping @Sendable () -> Void) -> Void) -> Bool {
+    let pinned = Shared(false)
+    let ran = DispatchSemaphore(value: 0)
+    perform {
+        let done = pinCurrentThread(to: cpu)
+        pinned.withLock { $0 = done }
+        ran.signal()
+    }
+    return ran.wait(timeout: .now() + 10) == .success && pinned.withLock { $0 }
+}
+
 /// The post workload's counter: counts blocks on the loop thread and notes when the last one ran.
 final class PostCounter: @unchecked Sendable {
     let target: Int

@@ -26,7 +26,10 @@ protocol IdleProbe: AnyObject, Sendable {
 protocol Contender {
     /// `blocks` in total from `producers` threads, each block capturing what `capture` says;
     /// blocks per second.
-    static func postThroughput(producers: Int, blocks: Int, capture: PostCapture, timeout: Double) -> Outcome<Double>
+    /// `placement`: where the loop thread and the producers run.
+    static func postThroughput(
+        producers: Int, blocks: Int, capture: PostCapture, placement: PostPlacement, timeout: Double
+    ) -> Outcome<Double>
     /// Round-trip times in microseconds.
     static func pingPong(roundTrips: Int, timeout: Double) -> Outcome<[Double]>
     /// One-shot timers due `lead + offsets[i]` seconds from now.
@@ -118,7 +121,8 @@ enum Workloads {
                 sample.record(
                     id,
                     implementation.contender.postThroughput(
-                        producers: producers, blocks: size.postBlocks, capture: capture, timeout: size.timeout))
+                        producers: producers, blocks: size.postBlocks, capture: capture,
+                        placement: size.postPlacement, timeout: size.timeout))
             }
             return sample
         })

@@ -192,6 +192,27 @@ import Testing
         }
     }
 
+    /// The post workload with its threads pinned: every figure is produced, or, with one
+    /// processor, placement apart is refused with a reason.
+    @Test(arguments: [PostPlacement.apart, .together])
+    func postWithPinnedThreads(_ placement: PostPlacement) {
+        var size = BenchmarkSize.tiny
+        size.postPlacement = placement
+        let report = Benchmark(size: size, filters: ["post"]).run()
+        let refused = placement == .apart && LibeventContender.allowedProcessors < 2
+        for metric in report.metrics {
+            for implementation in Implementation.allCases {
+                if refused {
+                    #expect(metric.missing[implementation.rawValue] == "placement apart needs two processors")
+                } else {
+                    let value = metric.median(implementation) ?? 0
+                    #expect(value > 0, "\(metric.label) on \(implementation.rawValue), \(placement)")
+                }
+            }
+        }
+        #expect(report.parameters["post"]?.contains("pinned") == true)
+    }
+
     @Test func commandLineOptions() throws {
         let options = try CommandLineTool.parse([
             "--quick", "--filter", "post", "--filter", "3", "--json", "out.json", "--no-charts", "--only", "libevent",
@@ -206,6 +227,9 @@ import Testing
         #expect(tuned.size.timerSpread == 0)
         #expect(tuned.size.timerCount == 10)
         #expect(throws: CommandLineTool.UsageError.self) { try CommandLineTool.parse(["--set", "nonsense=1"]) }
+        #expect(options.size.postPlacement == .scheduler)
+        #expect(try CommandLineTool.parse(["--placement", "apart"]).size.postPlacement == .apart)
+        #expect(throws: CommandLineTool.UsageError.self) { try CommandLineTool.parse(["--placement", "elsewhere"]) }
 
         let selected = Benchmark(size: .tiny, filters: ["post", "3"]).selectedWorkloads.map(\.name)
         #expect(selected == ["post", "timers"])

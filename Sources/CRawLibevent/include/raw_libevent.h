@@ -36,13 +36,21 @@ double raw_core_round_trip_ns(int rounds);
 /// How many processors this process may run on (`sched_getaffinity`); 0 if unknown.
 int raw_allowed_processors(void);
 
-/// Workload 1: `producers` threads post `blocks` items in total to one raw loop.
+/// Pins the calling thread to processor `cpu` (`pthread_setaffinity_np`); 1 on success.
+int raw_pin_thread(int cpu);
+/// The `index`-th processor (from 0) this process may run on, or -1.
+int raw_allowed_processor(int index);
+
+/// Workload 1: `producers` threads post `blocks` items in total to one raw loop. `loop_cpu` and
+/// `producer_cpu`: the processors to pin the loop thread and the producers to, or -1 to leave
+/// them to the scheduler (`ok` is 0 if pinning fails).
 typedef struct {
     int ok;
     double seconds;   ///< from releasing the producers to the last item run
     long long count;  ///< items run
 } raw_post_result;
-raw_post_result raw_post_throughput(int producers, long long blocks, double timeout_seconds);
+raw_post_result raw_post_throughput(
+    int producers, long long blocks, double timeout_seconds, int loop_cpu, int producer_cpu);
 
 /// Workload 2: `round_trips` sequential round trips A -> B -> A between two raw loops; the round
 /// trip times in microseconds go to `rtt_us` (room for `round_trips` values).
