@@ -17,13 +17,8 @@ enum LibeventContender: Contender {
 
     /// C has no captures: both `capture` cases run the same workload.
     static func postThroughput(
-        producers: Int, blocks: Int, capture: PostCapture, placement: PostPlacement, timeout: Double
+        producers: Int, blocks: Int, capture: PostCapture, pinnedTo processors: PostProcessors?, timeout: Double
     ) -> Outcome<Double> {
-        let processors: (loop: Int32, producers: Int32)?
-        switch placement.processors() {
-        case .success(let found): processors = found
-        case .failure(let error): return .failure(error)
-        }
         let result = raw_post_throughput(
             Int32(producers), Int64(blocks), timeout, processors?.loop ?? -1, processors?.producers ?? -1)
         guard result.ok != 0, result.seconds > 0 else {

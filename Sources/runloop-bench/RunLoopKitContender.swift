@@ -20,13 +20,8 @@ enum RunLoopKitContender: Contender {
     // MARK: 1. Post throughput
 
     static func postThroughput(
-        producers: Int, blocks: Int, capture: PostCapture, placement: PostPlacement, timeout: Double
+        producers: Int, blocks: Int, capture: PostCapture, pinnedTo processors: PostProcessors?, timeout: Double
     ) -> Outcome<Double> {
-        let processors: (loop: Int32, producers: Int32)?
-        switch placement.processors() {
-        case .success(let found): processors = found
-        case .failure(let error): return .failure(error)
-        }
         let thread = LoopThread(name: "bench-post")
         // In this order: the loop thread is stopped before the global goes.
         defer { PostCounter.current = nil }

@@ -130,6 +130,12 @@ enum PostCapture: Sendable {
     case nothing
 }
 
+/// The processors the post workload's loop thread and producers are pinned to.
+struct PostProcessors: Sendable {
+    let loop: Int32
+    let producers: Int32
+}
+
 /// Where the post workload's threads run (`--placement`).
 enum PostPlacement: String, Sendable, CaseIterable {
     /// Wherever the scheduler puts them: the documented runs.
@@ -141,21 +147,21 @@ enum PostPlacement: String, Sendable, CaseIterable {
     case together
 
     /// The processors to pin the loop thread and the producers to; nil for the scheduler's choice.
-    func processors() -> Outcome<(loop: Int32, producers: Int32)?> {
+    func processors() -> Outcome<PostProcessors?> {
         switch self {
         case .scheduler:
             return .success(nil)
         case .together:
             let first = raw_allowed_processor(0)
             guard first >= 0 else { return .failure(BenchError(reason: "no processor to pin to")) }
-            return .success((first, first))
+            return .success(PostProcessors(loop: first, producers: first))
         case .apart:
             let first = raw_allowed_processor(0)
             let second = raw_allowed_processor(1)
             guard first >= 0, second >= 0 else {
                 return .failure(BenchError(reason: "placement apart needs two processors"))
             }
-            return .success((first, second))
+            return .success(PostProcessors(loop: first, producers: second))
         }
     }
 }

@@ -26,9 +26,10 @@ protocol IdleProbe: AnyObject, Sendable {
 protocol Contender {
     /// `blocks` in total from `producers` threads, each block capturing what `capture` says;
     /// blocks per second.
-    /// `placement`: where the loop thread and the producers run.
+    /// `processors`: where the loop thread and the producers are pinned; nil for the scheduler's
+    /// choice.
     static func postThroughput(
-        producers: Int, blocks: Int, capture: PostCapture, placement: PostPlacement, timeout: Double
+        producers: Int, blocks: Int, capture: PostCapture, pinnedTo processors: PostProcessors?, timeout: Double
     ) -> Outcome<Double>
     /// Round-trip times in microseconds.
     static func pingPong(roundTrips: Int, timeout: Double) -> Outcome<[Double]>
@@ -117,12 +118,16 @@ enum Workloads {
                 (1, .sharedObject, MetricID.post1), (4, .sharedObject, MetricID.post4),
                 (1, .nothing, MetricID.post1CaptureFree), (4, .nothing, MetricID.post4CaptureFree),
             ]
+            // Resolved once: a placement this machine cannot give fails every figure with its reason.
+            let processors = size.postPlacement.processors()
             for (producers, capture, id) in runs {
                 sample.record(
                     id,
-                    implementation.contender.postThroughput(
-                        producers: producers, blocks: size.postBlocks, capture: capture,
-                        placement: size.postPlacement, timeout: size.timeout))
+                    processors.flatMap { processors in
+                        implementation.contender.postThroughput(
+                            producers: producers, blocks: size.postBlocks, capture: capture, pinnedTo: processors,
+                            timeout: size.timeout)
+                    })
             }
             return sample
         })
