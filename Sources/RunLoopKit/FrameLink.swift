@@ -8,9 +8,10 @@
 /// skipped, never made up: callouts are never bunched, and the next callout is on the next grid
 /// point. Add the link to `.common` to keep it running while the loop runs `.tracking`.
 ///
-/// The loop keeps the link (and its handler) alive until `invalidate()` is called or the loop's
-/// thread exits. Like a timer, a link belongs to one loop, in any number of its modes, and keeps
-/// those modes non-empty (also while paused).
+/// The loop keeps the link (and its handler) alive while the link is in one of its modes, with no
+/// other reference to it: until it is removed from every mode, `invalidate()` is called or the
+/// loop ends. A link in no loop goes with its last reference. Like a timer, a link belongs to one
+/// loop, in any number of its modes, and keeps those modes non-empty (also while paused).
 ///
 /// Thread rules: `FrameLink` is `Sendable`. Every member may be used from any thread; the handler
 /// runs on the loop's thread. `timestamp` and `targetTimestamp` are meant to be read in the handler.
@@ -135,10 +136,10 @@ public final class FrameLink: @unchecked Sendable {
     /// `frameDuration` later.
     ///
     /// Any thread. A link belongs to one loop; adding it to a second loop is a programmer error.
-    /// Adding an invalidated link does nothing.
+    /// Adding an invalidated link, or adding to a loop that has ended, does nothing.
     public func add(to loop: Loop, forMode mode: Loop.Mode) {
         state.withLock { state in
-            guard state.isValid else { return }
+            guard state.isValid, !loop.hasEnded else { return }
             bindOwner(&state.loop, to: loop, kind: "FrameLink")
             if state.timer == nil {
                 let now = ContinuousClock.now
@@ -184,10 +185,14 @@ public final class FrameLink: @unchecked Sendable {
 
     /// A `.keepPhase` timer on the grid: a late callout moves it to the first grid point after
     /// now, and a fire that comes too late for its frame is skipped below.
+    /// The timer holds the link weakly and its loop keeps the link while the timer is in a mode
+    /// (`keepAlive`): no cycle, so a link removed from every mode goes with its last reference.
     private func makeTimer(fireAt: ContinuousClock.Instant, interval: Duration) -> LoopTimer {
-        LoopTimer(fireAt: fireAt, interval: interval, missedFirePolicy: .keepPhase) { [self] timer in
-            timerFired(timer)
+        let timer = LoopTimer(fireAt: fireAt, interval: interval, missedFirePolicy: .keepPhase) { [weak self] timer in
+            self?.timerFired(timer)
         }
+        timer.keepAlive(self)
+        return timer
     }
 
     /// Loop thread: serves the frame whose grid point the timer fired for, or skips it if the next

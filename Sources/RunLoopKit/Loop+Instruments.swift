@@ -72,12 +72,15 @@ extension LoopInstrument {
 extension Loop {
     /// Attaches `instrument`; it sees the loop from its next iteration on.
     ///
-    /// Any thread. Attaching it twice does nothing.
+    /// Any thread. Attaching it twice does nothing; so does attaching it to a loop that has ended.
     public func attach(_ instrument: any LoopInstrument) {
-        instrumentRegistry.withLock { registry in
-            guard !registry.contains(where: { $0 === instrument }) else { return }
+        let attached = instrumentRegistry.withLock { registry in
+            // An ended loop would keep the instrument for nothing.
+            guard !hasEnded, !registry.contains(where: { $0 === instrument }) else { return false }
             registry.append(instrument)
+            return true
         }
+        guard attached else { return }
         instrumentsAttached.store(true, ordering: .relaxed)
         instrumentsChanged.store(true, ordering: .releasing)
         wakeUpIfForeign()

@@ -1,11 +1,17 @@
 // Adding, removing and querying items. Any thread may call these: the tables are guarded by the
 // loop's lock, and a loop that is asleep is woken so it re-arms its wake-up time.
+//
+// A loop keeps what it holds: an item stays alive while it is in one of the loop's modes, with no
+// other reference to it, and goes with its last reference once it is in none. Adding to a loop
+// that has ended does nothing and leaves the item free for another loop.
 
 extension Loop {
     /// Adds `timer` to `mode` (`.common`: every common mode, now and later).
     ///
-    /// Any thread. Adding it again to a mode it is in does nothing; adding an invalidated timer
-    /// does nothing. A timer belongs to one loop: adding it to a second loop is a programmer error.
+    /// Any thread. The loop keeps the timer until it is removed from every mode or invalidated.
+    /// Adding it again to a mode it is in, adding an invalidated timer, or adding to a loop that
+    /// has ended does nothing. A timer belongs to one loop: adding it to a second loop is a
+    /// programmer error.
     public func add(_ timer: LoopTimer, forMode mode: Mode) {
         guard timer.bind(to: self) else { return }
         insert(.timer(timer), forMode: mode)
@@ -27,8 +33,9 @@ extension Loop {
 
     /// Adds `observer` to `mode` (`.common`: every common mode, now and later).
     ///
-    /// Any thread. Adding it again to a mode it is in does nothing. An observer belongs to one
-    /// loop: adding it to a second loop is a programmer error.
+    /// Any thread. The loop keeps the observer until it is removed from every mode or
+    /// invalidated. Adding it again to a mode it is in, or adding to a loop that has ended, does
+    /// nothing. An observer belongs to one loop: adding it to a second loop is a programmer error.
     public func add(_ observer: LoopObserver, forMode mode: Mode) {
         guard observer.bind(to: self) else { return }
         insert(.observer(observer), forMode: mode)
@@ -50,13 +57,13 @@ extension Loop {
 
     /// Adds `source` to `mode` (`.common`: every common mode, now and later).
     ///
-    /// Any thread. Adding it again to a mode it is in does nothing. A source that is already
-    /// signalled is performed when a mode holding it runs. A source belongs to one loop: adding it
-    /// to a second loop is a programmer error.
+    /// Any thread. The loop keeps the source until it is removed from every mode or invalidated.
+    /// Adding it again to a mode it is in, or adding to a loop that has ended, does nothing. A
+    /// source that is already signalled is performed when a mode holding it runs. A source belongs
+    /// to one loop: adding it to a second loop is a programmer error.
     public func add(_ source: LoopSource, forMode mode: Mode) {
         let (valid, signalled) = source.bind(to: self)
-        guard valid else { return }
-        insert(.source(source), forMode: mode)
+        guard valid, insert(.source(source), forMode: mode) else { return }
         if signalled { sourceWasSignalled(port: source.isPort) }
     }
 

@@ -20,6 +20,12 @@ func bindOwner(_ owner: inout Loop?, to loop: Loop, kind: String) {
     owner = loop
 }
 
+/// Forgets `loop` as an item's owner after an add that the ended loop refused, so that the item
+/// can be added to another loop.
+func unbindOwner(_ owner: inout Loop?, from loop: Loop) {
+    if owner === loop { owner = nil }
+}
+
 /// Counts changes to a loop's mode tables: bumped under the loop's `state` lock, read without it,
 /// so the loop thread can reuse what it last read about its mode until something changes.
 final class TableVersion: Sendable {
@@ -93,8 +99,39 @@ struct Membership {
     var modes = ModeList()
     /// Added to `.common` (so it joins modes added to the common set later).
     var isCommon = false
+    /// Set for items that serve a public object of their own (a signal source's descriptor source,
+    /// a frame link's timer): keeps that object alive while the item is in a mode.
+    var keeper: ItemKeeper?
 
     var isEmpty: Bool { modes.isEmpty && !isCommon }
+
+    /// Out of every mode (the loop's teardown); the keeper stays, emptied by `updateKeeper`.
+    mutating func leaveEveryMode() {
+        modes = ModeList()
+        isCommon = false
+    }
+}
+
+/// Keeps the public object an item serves alive while the item is in a mode of its loop, so that
+/// a caller may drop a `LoopSignalSource` or a `FrameLink` once it is added: the loop holds the
+/// item, and the item holds its object (weakly while it is in no mode, so that dropping an object
+/// that is in no loop releases it). Guarded by the owning loop's `state` lock.
+final class ItemKeeper: @unchecked Sendable {
+    private weak var object: AnyObject?
+    private var held: AnyObject?
+
+    init(_ object: AnyObject) { self.object = object }
+
+    /// Holds the object while `inAMode`; returns it when the item has just left its last mode, for
+    /// the caller to release once the loop's lock is let go (its deinit may call into the loop).
+    func update(inAMode: Bool) -> AnyObject? {
+        if inAMode {
+            if held == nil { held = object }
+            return nil
+        }
+        defer { held = nil }
+        return held
+    }
 }
 
 extension Loop {
@@ -132,6 +169,22 @@ extension Loop {
             case .observer(let observer): body(&observer.membership)
             case .source(let source): body(&source.membership)
             case .descriptor(let source): body(&source.membership)
+            }
+        }
+
+        /// After a change of membership: the object the item serves, if it has just left its
+        /// last mode (release it outside the lock).
+        func updateKeeper() -> AnyObject? {
+            withMembership { membership in membership.keeper?.update(inAMode: !membership.isEmpty) }
+        }
+
+        /// Forgets `loop` as the item's owner, if it is, after an add the ended loop refused.
+        func unbind(from loop: Loop) {
+            switch self {
+            case .timer(let timer): timer.unbind(from: loop)
+            case .observer(let observer): observer.unbind(from: loop)
+            case .source(let source): source.unbind(from: loop)
+            case .descriptor(let source): source.unbind(from: loop)
             }
         }
 
@@ -299,6 +352,12 @@ extension Loop {
         var descriptorChanges: [LoopDescriptorSource] = []
         /// Source of insertion sequence numbers (observer tie-breaks, heap tie-breaks).
         var nextSequence: UInt64 = 0
+        /// Set once the loop has ended (see `Loop.end()`): items are no longer added.
+        var ended = false
+        /// What a change dropped (heaps of a mode that lost its last timer): released by the
+        /// caller once the lock is let go, because a timer's handler may hold objects whose
+        /// deinit calls into the loop.
+        var garbage: [TimerHeap] = []
 
         mutating func sequence() -> UInt64 {
             nextSequence &+= 1
@@ -354,12 +413,22 @@ extension Loop {
                 membership.modes.remove(mode)
             }
             guard removed else { return false }
-            withItems(of: mode) { items in
+            let dropped: [TimerHeap] = withItems(of: mode) { items in
                 switch item {
                 case .timer:
                     // Its heap entries go stale (membership no longer names the mode).
                     items.timerCount -= 1
-                    items.compactIfSparse()
+                    guard items.timerCount == 0, items.byFireDate.count > 0 else {
+                        items.compactIfSparse()
+                        return []
+                    }
+                    // No timer left, so every entry is stale: drop them now, so that a removed
+                    // timer goes with the caller's last reference to it.
+                    defer {
+                        items.byFireDate = TimerHeap()
+                        items.byLatest = TimerHeap()
+                    }
+                    return [items.byFireDate, items.byLatest]
                 case .observer(let observer):
                     items.observers.removeAll { $0 === observer }
                     items.recomputeObserverMask()
@@ -368,7 +437,9 @@ extension Loop {
                 case .descriptor(let source):
                     items.descriptors[ObjectIdentifier(source)] = nil
                 }
+                return []
             }
+            garbage.append(contentsOf: dropped)
             return true
         }
 
@@ -428,23 +499,46 @@ extension Loop {
     }
 
     /// Adds `item` to `mode`, where `.common` means the common set. Any thread.
-    func insert(_ item: Item, forMode mode: Mode) {
-        state.withLock { $0.add(item, forMode: mode) }
+    ///
+    /// Returns false, adding nothing, if the loop has ended: the item is then unbound from it, so
+    /// that it can be added to another loop.
+    @discardableResult
+    func insert(_ item: Item, forMode mode: Mode) -> Bool {
+        let added = state.withLock { state in
+            guard !state.ended else { return false }
+            state.add(item, forMode: mode)
+            _ = item.updateKeeper()  // never returns an object when adding
+            return true
+        }
+        guard added else {
+            item.unbind(from: self)
+            return false
+        }
         wakeUpIfForeign()
+        return true
     }
 
     /// Removes `item` from `mode`, where `.common` means every mode of the common set. Any thread.
     func remove(_ item: Item, forMode mode: Mode) {
-        state.withLock { $0.remove(item, forMode: mode) }
-        removals.add(1, ordering: .releasing)
-        wakeUpIfForeign()
+        changeMembership(of: item) { $0.remove(item, forMode: mode) }
     }
 
     /// Removes an invalidated item from every mode. Any thread.
     func removeEverywhere(_ item: Item) {
-        state.withLock { $0.removeEverywhere(item) }
+        changeMembership(of: item) { $0.removeEverywhere(item) }
+    }
+
+    /// Takes `item` out of modes under the lock; what that released (the object the item served,
+    /// heaps of stale timers) goes after the lock is let go, since a deinit may call into the loop.
+    private func changeMembership(of item: Item, _ change: (inout State) -> Void) {
+        let released: (AnyObject?, [TimerHeap]) = state.withLock { state in
+            change(&state)
+            defer { state.garbage.removeAll() }
+            return (item.updateKeeper(), state.garbage)
+        }
         removals.add(1, ordering: .releasing)
         wakeUpIfForeign()
+        withExtendedLifetime(released) {}
     }
 
     func contains(_ item: Item, inMode mode: Mode) -> Bool {

@@ -60,36 +60,44 @@ extension Loop {
     ///
     /// Any thread. Blocks from one thread run in the order they were posted; blocks for modes that
     /// are not running wait, they are not dropped. Many posts between two iterations cost one
-    /// wake-up. Blocks posted to a loop whose thread has exited are discarded.
-    public func perform(inModes modes: [Mode] = [.common], _ block: consuming @escaping @Sendable () -> Void) {
+    /// wake-up. Returns false if the loop has ended (see ``hasEnded``): the block is then released
+    /// without running. A block accepted just before the loop ended runs in the loop's last pass
+    /// if it may run in `.default` (a `LoopThread`'s loop), else it is released unrun.
+    @discardableResult
+    public func perform(inModes modes: [Mode] = [.common], _ block: consuming @escaping @Sendable () -> Void)
+        -> Bool
+    {
         precondition(
             !modes.isEmpty, "RunLoopKit: perform(inModes:) needs at least one mode, or the block could never run")
-        post(Block(modes: modes, body: .closure(consume block)))
+        return post(Block(modes: modes, body: .closure(consume block)))
     }
 
     /// Queues `block` to run on the loop's thread in its common modes, and wakes the loop: the same
     /// as `perform(inModes: [.common], block)`, without building a mode array per call.
     ///
-    /// Any thread.
-    public func perform(_ block: consuming @escaping @Sendable () -> Void) {
+    /// Any thread. Returns false if the loop has ended: the block is then released without running.
+    @discardableResult
+    public func perform(_ block: consuming @escaping @Sendable () -> Void) -> Bool {
         post(Block(modes: nil, body: .closure(consume block)))
     }
 
-    /// Appends to the inbox and wakes the loop once (see the top of this file). Any thread.
-    func post(_ block: consuming Block) {
+    /// Appends to the inbox and wakes the loop once (see the top of this file); returns false,
+    /// dropping the block, if the loop has ended. Any thread.
+    func post(_ block: consuming Block) -> Bool {
         if stampsPostedWork { block.postedAt = TickClock.now }
         // Moved into the inbox, not copied: a copy would cost a retain and a release of the
         // closure's context, a cache line the loop thread is releasing at the same time.
         var moving: Block? = consume block
-        let mustWake = inbox.withLock { inbox in
-            guard !inbox.closed else { return false }
+        let (accepted, mustWake) = inbox.withLock { inbox in
+            guard !inbox.closed else { return (false, false) }
             inbox.blocks.append(moving.take()!)
             // The loop's own thread checks its inbox before sleeping; only other threads must wake
             // it. Which thread this is matters only when no wake-up is pending yet: while posts
             // stream in, one is, and the thread-specific look-up is skipped.
-            return !inbox.wakePending && !isCurrentThread && claimWakeUp(&inbox, endsNextSleep: false)
+            return (true, !inbox.wakePending && !isCurrentThread && claimWakeUp(&inbox, endsNextSleep: false))
         }
         if mustWake { writeWakeDescriptor() }
+        return accepted
     }
 
     /// Ends the loop's current or next sleep without handling anything.

@@ -41,6 +41,10 @@ public final class Loop: @unchecked Sendable {
     let wakeDescriptor: Int32
     /// True for `Loop.main`, bound to the process's main thread.
     let isMainLoop: Bool
+    /// Set by `end()`: mirrors `Inbox.closed` and `State.ended` for readers that take no lock.
+    let endedFlag = Atomic<Bool>(false)
+    /// Jobs enqueued after the loop ended, run by the enqueuing threads (see `Loop+Executor.swift`).
+    let afterlife = Locked(AfterlifeQueue())
     /// `ThreadSlot.key`, copied so that the posting hot path does not go through the lazy global.
     private let threadKey: pthread_key_t
 
@@ -167,27 +171,54 @@ public final class Loop: @unchecked Sendable {
         wakeUpIfForeign()
     }
 
-    // MARK: Teardown
+    // MARK: The end
 
-    /// Releases the loop's items and closes its descriptors; runs on the loop's thread as it exits.
+    /// Whether the loop has ended: its thread exited, or its `LoopThread` or `LoopGroup` was
+    /// stopped. An ended loop refuses work: `perform` returns false, `submit` throws, adding an
+    /// item does nothing (the item stays usable on another loop).
+    ///
+    /// Any thread. Once true it stays true.
+    public var hasEnded: Bool { endedFlag.load(ordering: .acquiring) }
+
+    /// Ends the loop for good: from here on blocks are refused, items are not added and
+    /// instruments not attached. Blocks already queued stay queued for a last pass or the
+    /// teardown. Loop thread; idempotent.
+    func end() {
+        // The flag first: `attach` reads it under the registry's lock, after which it is emptied.
+        endedFlag.store(true, ordering: .releasing)
+        inbox.withLock { $0.closed = true }
+        state.withLock { $0.ended = true }
+        instrumentRegistry.withLock { $0.removeAll() }
+    }
+
+    /// Ends the loop, releases its items and closes its descriptors; runs on the loop's thread as
+    /// it exits. Blocks that never ran are released unrun; Swift concurrency jobs that never ran
+    /// run now, on this thread, so that no task waits forever on a loop that is gone.
     func tearDown() {
-        // Released outside the lock: a closure's deinit may post to this loop (and be discarded).
+        end()
+        // Released outside the lock: a closure's deinit may post to this loop (and be refused).
         let orphans: BlockBuffer = inbox.withLock { inbox in
-            inbox.closed = true
             defer { inbox.blocks = BlockBuffer(capacity: 1) }
             return inbox.blocks
         }
-        _ = orphans
+        orphans.append(movingFrom: pendingBlocks)
         pendingBlocks = BlockBuffer(capacity: 1)
         runnableSpare = nil
-        let items = state.withLock { state in
+        runOrphanedJobs(orphans)
+        let (items, old, released) = state.withLock { state in
             let items = state.allItems()
-            for item in items { item.withMembership { $0 = Membership() } }
+            let released = items.compactMap { item in
+                item.withMembership { $0.leaveEveryMode() }
+                return item.updateKeeper()
+            }
+            let old = state
             state = State(version: state.version)
+            state.ended = true
             state.version.bump()
-            return items
+            return (items, old, released)
         }
         for item in items { item.loopDidTearDown() }
+        withExtendedLifetime((old, released)) {}
         backend = nil
         // The eventfd is closed when the Loop object goes (see deinit): another thread holding the
         // loop may be writing it right now, and a closed descriptor number could be reused.

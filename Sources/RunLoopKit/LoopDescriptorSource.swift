@@ -42,6 +42,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     @exclusivity(unchecked) var membership = Membership()
     /// For sources the library creates over its own descriptors: closed once libevent has let go.
     let closesDescriptor: Bool
+    /// Called once, just before a library-owned descriptor is closed (a signal source unroutes
+    /// its signal, so that no handler writes to a closed or reused descriptor number).
+    private let beforeClosing: (@Sendable () -> Void)?
 
     /// Watches `fileDescriptor` for `events`.
     ///
@@ -58,11 +61,19 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
     init(
         unchecked fileDescriptor: Int32, events: Events, closesDescriptor: Bool,
+        beforeClosing: (@Sendable () -> Void)? = nil,
         _ handler: @escaping (LoopDescriptorSource, Events) -> Void
     ) {
         self.fileDescriptor = fileDescriptor
         self.closesDescriptor = closesDescriptor
+        self.beforeClosing = beforeClosing
         self.state = Locked(State(events: events, handler: handler))
+    }
+
+    /// Makes the loop keep `object` (the public object this source serves) alive while the source
+    /// is in one of its modes. Before the source is first added.
+    func keepAlive(_ object: AnyObject) {
+        membership.keeper = ItemKeeper(object)
     }
 
     /// What the source waits for. Setting it takes effect before the loop next waits.
@@ -122,7 +133,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
             defer { state.ownedDescriptorClosed = true }
             return !state.ownedDescriptorClosed
         }
-        if first { LibeventBackend.closeDescriptor(fileDescriptor) }
+        guard first else { return }
+        beforeClosing?()
+        LibeventBackend.closeDescriptor(fileDescriptor)
     }
 
     // MARK: Loop machinery
@@ -132,6 +145,10 @@ public final class LoopDescriptorSource: @unchecked Sendable {
             bindOwner(&state.loop, to: loop, kind: "LoopDescriptorSource")
             return state.isValid
         }
+    }
+
+    func unbind(from loop: Loop) {
+        state.withLock { unbindOwner(&$0.loop, from: loop) }
     }
 
     /// What the backend should watch: nil once invalid.
@@ -160,11 +177,12 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 extension Loop {
     /// Adds a descriptor source to `mode` (`.common`: every common mode, now and later).
     ///
-    /// Any thread. Adding it again to a mode it is in does nothing; an invalidated source is
-    /// ignored. A source belongs to one loop: adding it to a second loop is a programmer error.
+    /// Any thread. The loop keeps the source until it is removed from every mode or invalidated.
+    /// Adding it again to a mode it is in, adding an invalidated source, or adding to a loop that
+    /// has ended does nothing. A source belongs to one loop: adding it to a second loop is a
+    /// programmer error.
     public func add(_ source: LoopDescriptorSource, forMode mode: Mode) {
-        guard source.bind(to: self) else { return }
-        insert(.descriptor(source), forMode: mode)
+        guard source.bind(to: self), insert(.descriptor(source), forMode: mode) else { return }
         descriptorDidChange(source)
     }
 
@@ -215,18 +233,25 @@ extension Loop {
         // Queuing a change bumps the tables' version: unchanged since the queue was emptied, no lock.
         guard tablesVersion.current != descriptorChangesSeen else { return }
         let mode = backend.registeredMode
-        let changes: [(LoopDescriptorSource, Bool)] = state.withLock { state in
+        let changes: [(source: LoopDescriptorSource, inRegisteredMode: Bool, inAMode: Bool)] = state.withLock {
+            state in
             descriptorChangesSeen = state.version.current
             guard !state.descriptorChanges.isEmpty else { return [] }
             defer { state.descriptorChanges.removeAll(keepingCapacity: true) }
             return state.descriptorChanges.map { source in
-                (source, mode.map { source.membership.modes.contains($0) } ?? false)
+                (source, mode.map { source.membership.modes.contains($0) } ?? false, !source.membership.isEmpty)
             }
         }
-        for (source, inRegisteredMode) in changes {
-            // nil (invalid) drops the registration; [] only takes it off epoll.
-            let interest = source.interest
-            backend.watch(source, inRegisteredMode || interest == nil ? interest : [])
+        for change in changes {
+            // nil (invalid) drops the registration and closes a library-owned descriptor; [] only
+            // takes it off epoll. A source in no mode at all is forgotten, so that the backend
+            // does not keep it (and its handler) alive once its user lets go of it.
+            let interest = change.source.interest
+            if interest != nil && !change.inAMode {
+                backend.forget(change.source)
+            } else {
+                backend.watch(change.source, change.inRegisteredMode || interest == nil ? interest : [])
+            }
         }
     }
 

@@ -1,13 +1,28 @@
 /// A runtime failure reported by RunLoopKit, with a message that names what failed.
+///
+/// A value; `Sendable`. Where a system call failed, `systemError` carries its `errno`, so callers
+/// can tell, say, `ECONNREFUSED` from `ETIMEDOUT` without parsing the message.
 public struct LoopError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What failed, in plain words (including the system call and errno where there is one).
     public let message: String
 
-    /// An error with the given message.
-    public init(_ message: String) { self.message = message }
+    /// The `errno` of the system call that failed, or nil when no system call failed.
+    public let systemError: Int32?
+
+    /// An error with the given message and, if a system call failed, its `errno`.
+    public init(_ message: String, systemError: Int32? = nil) {
+        self.message = message
+        self.systemError = systemError
+    }
 
     /// The event backend (libevent or a kernel object it needs) could not be set up or used.
-    static func backend(_ message: String) -> LoopError { LoopError("event backend: \(message)") }
+    static func backend(_ message: String, systemError: Int32? = nil) -> LoopError {
+        LoopError("event backend: \(message)", systemError: systemError)
+    }
+
+    /// The loop has ended: its thread exited, or its `LoopThread` or `LoopGroup` was stopped.
+    static let loopEnded = LoopError(
+        "the loop has ended (its thread exited, or its LoopThread or LoopGroup was stopped); it runs no more work")
 
     public var description: String { message }
 }

@@ -87,6 +87,10 @@ public final class LoopObserver: @unchecked Sendable {
         }
     }
 
+    func unbind(from loop: Loop) {
+        withState { unbindOwner(&$0.loop, from: loop) }
+    }
+
     /// Calls the handler for `activity` unless it is already running. Loop thread only.
     func callOut(_ activity: Loop.Activity) {
         guard !isRunning, let handler = withState({ $0.isValid ? $0.handler : nil }) else { return }

@@ -5,7 +5,8 @@ import Synchronization
 ///
 /// Delivering messages counts as a handled source. A port keeps its modes alive even with no
 /// traffic, so the keep-alive pattern `loop.add(port, forMode: .default)` works (on Foundation on
-/// Linux, `add(Port())` traps). A port belongs to one loop.
+/// Linux, `add(Port())` traps). A port belongs to one loop, which keeps it (and its handler) alive
+/// while it is in one of the loop's modes, whether or not the caller keeps a reference.
 public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// Messages sent and not yet delivered.
     private final class Mailbox: Sendable {
@@ -77,6 +78,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             mailbox.queue.withLock { $0.isEmpty ? nil : ($0.readySince ?? 0) }
         }
         source = LoopSource(order: 0, readiness: readiness) { mailbox.deliver(handler) }
+        source.keepAlive(self)
     }
 
     /// Queues `message` and wakes the loop.

@@ -10,13 +10,36 @@ import Synchronization
 /// coalesces them. When the last source of a signal is invalidated, the previous action is
 /// restored. A source belongs to one loop; its handler runs on that loop's thread, in the modes
 /// that hold it, and counts as a handled source. This does not use libevent's `evsignal`.
+///
+/// The loop keeps a source it holds: `loop.add(LoopSignalSource(signal: SIGTERM) { ... }, forMode:
+/// .default)` goes on catching the signal with no other reference to the source, until the source
+/// is removed from every mode or invalidated, or the loop ends. A source in no loop is invalidated
+/// when its last reference goes.
 public final class LoopSignalSource: @unchecked Sendable {
     /// The signal delivered.
     ///
     /// Any thread.
     public let signal: Int32
     let descriptorSource: LoopDescriptorSource
-    private let slot: Int32
+    private let route: Route
+
+    /// The signal's routing to this source's eventfd, released once: by `invalidate()`, or just
+    /// before the eventfd is closed (the loop ended, or the source went with its last reference).
+    private final class Route: Sendable {
+        let signal: Int32
+        let slot: Int32
+        private let released = Atomic<Bool>(false)
+
+        init(signal: Int32, slot: Int32) {
+            self.signal = signal
+            self.slot = slot
+        }
+
+        func release() {
+            guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            LibeventBackend.releaseSignal(signal, slot: slot)
+        }
+    }
 
     /// Starts catching `signal` and delivering it to `handler` once the source is added to a loop.
     ///
@@ -27,14 +50,16 @@ public final class LoopSignalSource: @unchecked Sendable {
     public init(signal: Int32, _ handler: @escaping (Int32) -> Void) {
         self.signal = signal
         let (descriptor, slot) = LibeventBackend.catchSignal(signal)
-        self.slot = slot
+        let route = Route(signal: signal, slot: slot)
+        self.route = route
         descriptorSource = LoopDescriptorSource(
-            unchecked: descriptor, events: .readable, closesDescriptor: true
+            unchecked: descriptor, events: .readable, closesDescriptor: true, beforeClosing: route.release
         ) { source, _ in
             // Drain the eventfd first: a signal arriving during the handler calls it again.
             guard LibeventBackend.drainEventDescriptor(source.fileDescriptor) else { return }
             handler(signal)
         }
+        descriptorSource.keepAlive(self)
     }
 
     deinit {
@@ -51,9 +76,8 @@ public final class LoopSignalSource: @unchecked Sendable {
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        guard descriptorSource.isValid else { return }
         // Unroute first, so no handler writes to the eventfd once the loop closes it.
-        LibeventBackend.releaseSignal(signal, slot: slot)
+        route.release()
         descriptorSource.invalidate()
     }
 }

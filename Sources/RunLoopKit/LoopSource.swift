@@ -117,6 +117,16 @@ public final class LoopSource: @unchecked Sendable {
         }
     }
 
+    func unbind(from loop: Loop) {
+        withState { unbindOwner(&$0.loop, from: loop) }
+    }
+
+    /// Makes the loop keep `object` (the public object this source serves) alive while the source
+    /// is in one of its modes. Before the source is first added.
+    func keepAlive(_ object: AnyObject) {
+        membership.keeper = ItemKeeper(object)
+    }
+
     /// Unsignals the source and returns its handler, or nil if another run got to it first.
     func takeSignal() -> (() -> Void)? {
         withState { state in

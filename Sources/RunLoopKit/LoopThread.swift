@@ -60,9 +60,10 @@ public final class LoopThread: @unchecked Sendable {
     /// Stops the loop and, unless called on the thread itself, waits for the thread to exit.
     ///
     /// Any thread; idempotent. Blocks posted before `stop()` still run (the stop request is queued
-    /// behind them, and the thread makes a last non-blocking pass before it exits); blocks posted
-    /// after the thread has exited are discarded. Called on the loop's own thread it returns at
-    /// once and the thread exits when the current callout returns.
+    /// behind them, and the thread makes a last non-blocking pass before it exits). Once `stop()`
+    /// has returned the loop has ended (``Loop/hasEnded``): `perform` returns false and releases
+    /// the block unrun, `submit` throws a `LoopError`, adding an item does nothing. Called on the
+    /// loop's own thread it returns at once and the thread exits when the current callout returns.
     public func stop() {
         requestStop()
         let thread = control.thread.withLock { $0 }
@@ -109,7 +110,9 @@ public final class LoopThread: @unchecked Sendable {
         while !control.stopRequested.load(ordering: .acquiring) {
             loop.run(mode: .default, for: .seconds(Int64.max))
         }
-        // A last pass for blocks that raced with the stop request.
+        // Ended first, so that nothing is accepted after the last pass: then a last pass for the
+        // blocks that raced with the stop request.
+        loop.end()
         loop.run(mode: .default, for: .zero)
         keepAlive.invalidate()
     }

@@ -176,6 +176,16 @@ public final class LoopTimer: @unchecked Sendable {
         }
     }
 
+    func unbind(from loop: Loop) {
+        withState { unbindOwner(&$0.loop, from: loop) }
+    }
+
+    /// Makes the loop keep `object` (the public object this timer serves) alive while the timer is
+    /// in one of its modes. Before the timer is first added.
+    func keepAlive(_ object: AnyObject) {
+        membership.keeper = ItemKeeper(object)
+    }
+
     private func reschedule(_ change: (inout State) -> Void) {
         let loop: Loop? = withState { state in
             guard state.isValid else { return nil }

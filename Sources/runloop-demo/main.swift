@@ -9,7 +9,7 @@
 //   6. `stop()` from another thread makes `run()` return
 //   7. `DispatchQueue.main` and `@MainActor` work run on `Loop.main`
 //   8. a trace of two loops (frame link, timers, an observer, a LoopThread receiving performs), a
-//      hang report, and the trace written as docs/trace.json (Perfetto) and docs/trace.svg
+//      hang report, and the trace written as .build/demo/trace.json (Perfetto) and trace.svg
 
 import Dispatch
 import Glibc
@@ -367,15 +367,18 @@ func writeFile(_ path: String, _ text: String) -> Bool {
     return fclose(file) == 0 && written
 }
 
-/// Where `docs/trace.json` and `docs/trace.svg` go: `--trace-dir DIR`, else `docs` if the demo runs
-/// from the package root, else nowhere.
+/// Where `trace.json` and `trace.svg` go: `--trace-dir DIR`, else `.build/demo` when the demo runs
+/// from the package root (`.build` exists: `swift run` made it), else nowhere. Never into tracked
+/// files: the example trace in `docs/` is refreshed only on purpose, with `--trace-dir docs`.
 func traceDirectory() -> String? {
     let arguments = CommandLine.arguments
     if let flag = arguments.firstIndex(of: "--trace-dir"), flag + 1 < arguments.count {
         return arguments[flag + 1]
     }
     var info = stat()
-    return stat("docs", &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR ? "docs" : nil
+    guard stat(".build", &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { return nil }
+    mkdir(".build/demo", 0o755)
+    return stat(".build/demo", &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR ? ".build/demo" : nil
 }
 
 /// Traces about 200 ms of two loops: the main loop runs a 60 fps frame link, a 25 ms timer and an

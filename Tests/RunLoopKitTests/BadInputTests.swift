@@ -105,4 +105,23 @@ import Testing
         #expect(calls.events.filter { $0 == "source" }.count == 1)
         #expect(calls.events.filter { $0 == "timer" }.count == 1)
     }
+
+    /// A failed system call reports its errno, comparable without parsing the message.
+    @Test func aClosedDescriptorIsRefusedWithItsErrno() {
+        var descriptors: [Int32] = [0, 0]
+        #expect(pipe(&descriptors) == 0)
+        close(descriptors[0])
+        close(descriptors[1])
+        #expect(throws: LoopError.self) {
+            _ = try LoopDescriptorSource(fileDescriptor: descriptors[0], events: .readable) { _, _ in }
+        }
+        do {
+            _ = try LoopDescriptorSource(fileDescriptor: descriptors[0], events: .readable) { _, _ in }
+        } catch {
+            #expect(error.systemError == EBADF)
+            #expect(error.message.contains("EBADF"))
+            #expect(error != LoopError(error.message))
+            #expect(error == LoopError(error.message, systemError: EBADF))
+        }
+    }
 }

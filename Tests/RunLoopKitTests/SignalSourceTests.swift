@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Testing
 
@@ -61,6 +62,41 @@ import Testing
             unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self))
         // Raising it now must not kill the process.
         kill(getpid(), SIGUSR1)
+    }
+
+    /// A source added to a loop and dropped by its caller keeps catching its signal: the loop holds
+    /// it. In a child process, since the failure is the signal's default action, which ends it.
+    @Test func aDroppedSourceKeepsCatchingItsSignal() async {
+        await #expect(processExitsWith: .success) {
+            let delivered = DispatchSemaphore(value: 0)
+            let thread = LoopThread(name: "dropped-signal")
+            thread.loop.add(LoopSignalSource(signal: SIGUSR2) { _ in delivered.signal() }, forMode: .default)
+            // Sent once the loop has taken the source in, so the test is of the drop, not of a race.
+            let added = DispatchSemaphore(value: 0)
+            thread.loop.perform { added.signal() }
+            guard added.wait(timeout: .now() + 5) == .success else { exit(2) }
+            kill(getpid(), SIGUSR2)
+            exit(delivered.wait(timeout: .now() + 5) == .success ? EXIT_SUCCESS : 3)
+        }
+    }
+
+    /// Removed from every mode and dropped, the source goes: the previous action is back.
+    @Test func aRemovedAndDroppedSourceRestoresThePreviousAction() {
+        signal(SIGUSR1, SIG_IGN)
+        let thread = LoopThread(name: "removed-signal")
+        defer { thread.stop() }
+        weak var weakSource: LoopSignalSource?
+        do {
+            let source = LoopSignalSource(signal: SIGUSR1) { _ in }
+            weakSource = source
+            thread.loop.add(source, forMode: .default)
+            thread.loop.remove(source, forMode: .default)
+        }
+        #expect(weakSource == nil)
+        var current = sigaction()
+        sigaction(SIGUSR1, nil, &current)
+        #expect(
+            unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self))
     }
 
     @Test func uncatchableSignalIsAProgrammerError() async {

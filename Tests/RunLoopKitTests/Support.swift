@@ -89,3 +89,52 @@ func runOnJoinedThread(_ body: @escaping @Sendable () -> Void) {
     precondition(code == 0, "pthread_create failed (\(code))")
     pthread_join(thread, nil)
 }
+
+/// Counts the deinits of the `Tracked` objects made from it: a test lets an object be captured by
+/// an item's handler and checks that dropping the item released it.
+final class DeinitCounter: Sendable {
+    private let count = Mutex(0)
+    var value: Int { count.withLock { $0 } }
+    func increment() { count.withLock { $0 += 1 } }
+
+    /// An object that bumps this counter when it goes.
+    func make() -> Tracked { Tracked(self) }
+}
+
+/// See `DeinitCounter`.
+final class Tracked: Sendable {
+    private let counter: DeinitCounter
+    init(_ counter: DeinitCounter) { self.counter = counter }
+    deinit { counter.increment() }
+    func touch() {}
+}
+
+/// A loop that has ended: its `LoopThread` was started and stopped.
+func endedLoop() -> Loop {
+    let thread = LoopThread(name: "ended")
+    thread.stop()
+    return thread.loop
+}
+
+/// Waits (polling, up to 5 s) until `condition` holds; returns whether it did.
+func eventually(_ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + .seconds(5)
+    while !condition() {
+        guard ContinuousClock.now < deadline else { return false }
+        usleep(1_000)
+    }
+    return true
+}
+
+/// The number of open descriptors of the process (entries of `/proc/self/fd`).
+func openDescriptorCount() -> Int {
+    guard let directory = opendir("/proc/self/fd") else { return -1 }
+    defer { closedir(directory) }
+    var count = 0
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { count += 1 }
+    }
+    // The directory being read is itself open while it is read.
+    return count - 1
+}

@@ -340,10 +340,11 @@ import Testing
     @Test func addingToASecondLoopIsAProgrammerError() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let timer = LoopTimer(after: .seconds(60)) { _ in }
-            let first = onFreshThread { Loop.current }
-            let second = onFreshThread { Loop.current }
-            first.add(timer, forMode: .default)
-            second.add(timer, forMode: .default)
+            // Live loops: adding to a loop that has ended does nothing.
+            let first = LoopThread(name: "first")
+            let second = LoopThread(name: "second")
+            first.loop.add(timer, forMode: .default)
+            second.loop.add(timer, forMode: .default)
         }
         // Reported clearly: the message names the type.
         let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)

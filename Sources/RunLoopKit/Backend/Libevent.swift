@@ -92,14 +92,15 @@ final class LibeventBackend {
         defer { event_config_free(config) }
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
         guard let base = event_base_new_with_config(config) else {
-            throw LoopError.backend("event_base_new_with_config failed (errno \(errno))")
+            let code = errno
+            throw LoopError.backend("event_base_new_with_config failed (errno \(code))", systemError: code)
         }
         self.base = base
         let timerDescriptor = timerfd_create(CLOCK_BOOTTIME, Int32(TFD_NONBLOCK | TFD_CLOEXEC))
         guard timerDescriptor >= 0 else {
             let code = errno
             event_base_free(base)
-            throw LoopError.backend("timerfd_create failed (errno \(code))")
+            throw LoopError.backend("timerfd_create failed (errno \(code))", systemError: code)
         }
         self.timerDescriptor = timerDescriptor
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -122,7 +123,9 @@ final class LibeventBackend {
     }
 
     private func checkError(_ code: Int32, _ call: String) throws(LoopError) {
-        if code != 0 { throw LoopError.backend("\(call) failed (errno \(errno))") }
+        guard code != 0 else { return }
+        let reason = errno
+        throw LoopError.backend("\(call) failed (errno \(reason))", systemError: reason)
     }
 
     // MARK: Dispatch
@@ -179,7 +182,8 @@ final class LibeventBackend {
     static func validateWatchable(_ descriptor: Int32) throws(LoopError) {
         let type = rlk_descriptor_type(descriptor)
         if type < 0 {
-            throw LoopError("descriptor \(descriptor) cannot be watched: it is not open (\(errnoName(-type)))")
+            throw LoopError(
+                "descriptor \(descriptor) cannot be watched: it is not open (\(errnoName(-type)))", systemError: -type)
         }
         // S_IFREG and S_IFDIR: the constants import ambiguously from Glibc and the shim.
         if type == 0o100000 || type == 0o040000 {
@@ -260,15 +264,27 @@ final class LibeventBackend {
             release(registration)
             source.fail(
                 LoopError(
-                    "descriptor \(source.fileDescriptor) cannot be watched: epoll refused it (\(LibeventBackend.errnoName(reason)))"
-                ))
+                    "descriptor \(source.fileDescriptor) cannot be watched: epoll refused it (\(LibeventBackend.errnoName(reason)))",
+                    systemError: reason))
             return
         }
         registration.flags = flags
         watchedCount += 1
     }
 
+    /// Drops `source`'s registration (`event_free`) without closing its descriptor: the source is
+    /// in no mode, and may be added again.
+    func forget(_ source: LoopDescriptorSource) {
+        guard let registration = registrations.removeValue(forKey: ObjectIdentifier(source)) else { return }
+        forgetEvent(of: registration)
+    }
+
     private func release(_ registration: Registration) {
+        forgetEvent(of: registration)
+        registration.source.closeOwnedDescriptor()
+    }
+
+    private func forgetEvent(of registration: Registration) {
         if registration.flags != 0 {
             registration.flags = 0
             watchedCount -= 1
@@ -277,7 +293,6 @@ final class LibeventBackend {
             event_free(event)  // also deletes it if pending
             registration.event = nil
         }
-        registration.source.closeOwnedDescriptor()
     }
 
     // MARK: The main dispatch queue
