@@ -17,6 +17,8 @@ extension Loop {
             case closure(@Sendable () -> Void)
             /// A Swift concurrency job: queued as is, no closure allocated per job.
             case job(UnownedJob)
+            /// A scheduled block whose time has come (it runs unless cancelled first).
+            case scheduled(LoopScheduled)
             case taken
         }
 
@@ -263,6 +265,12 @@ extension Loop {
             case .job(let job):
                 callOut(.job, postedAt: postedAt) {
                     job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+                }
+            case .scheduled(let handle):
+                if instruments == nil {
+                    _ = handle.runIfPending()
+                } else {
+                    callOut(.block) { _ = handle.runIfPending() }
                 }
             case .taken:
                 break

@@ -131,7 +131,7 @@ extension Loop {
             // A beforeWaiting observer may have queued work or stopped the run: do not sleep on it.
             if !hasWorkBeforeSleeping(mode, frame, deadline) {
                 syncDescriptors(for: mode, backend)
-                let wake = earliest(view(of: mode).nextWake, deadline.ticks)
+                let wake = earliest(earliest(view(of: mode).nextWake, deadline.ticks), scheduledWakeTime)
                 instrumentWait(true)
                 // Recent waits short: poll in user space first (Loop+Spin.swift).
                 let spins = maySpin(backend)
@@ -151,9 +151,10 @@ extension Loop {
         }
         if events.woken { takeInbox(consumedWakeUp: true) }
 
-        // 2.5 Due timers in fire-date order, then every ready descriptor (not one per wake-up),
-        // then the ports with messages.
+        // 2.5 Due timers in fire-date order (due scheduled blocks join the pending blocks, for
+        // 2.6), then every ready descriptor (not one per wake-up), then the ports with messages.
         fireTimers(in: mode)
+        takeDueScheduledBlocks()
         if !events.ready.isEmpty, serveDescriptors(events.ready, in: mode) {
             handledSource = true
         }
@@ -192,12 +193,15 @@ extension Loop {
         if hasPendingBlocks(for: mode) { return true }
         if mainQueuePending && mayDrainMainQueue(in: mode) { return true }
         let view = view(of: mode)
-        // The clock is read only if there is a deadline or a timer to compare with.
-        guard deadline.ticks != nil || view.nextFireDate != nil else { return !view.hasSourcesOrTimers }
-        let now = TickClock.now
-        if deadline.hasPassed(now) { return true }
-        guard let due = view.nextFireDate else { return !view.hasSourcesOrTimers }
-        return due <= now
+        // The clock is read only if there is a deadline, a timer or a scheduled block to compare with.
+        if deadline.ticks != nil || view.nextFireDate != nil || scheduledWakeTime != nil {
+            let now = TickClock.now
+            if deadline.hasPassed(now) { return true }
+            if let due = view.nextFireDate, due <= now { return true }
+            if hasDueScheduledBlock(now: now) { return true }
+        }
+        // A mode left empty: step 7 returns at once instead of sleeping.
+        return !view.hasSourcesOrTimers && !hasScheduledBlocks(for: mode, isCommon: view.isCommon)
     }
 
     /// Whether `mode` has nothing to serve: no sources, timers or blocks that may run in it.
@@ -207,7 +211,7 @@ extension Loop {
         let view = view(of: mode)
         if isMainLoop && view.isCommon { return false }
         if view.hasSourcesOrTimers { return false }
-        return !hasBlocks(for: mode)
+        return !hasBlocks(for: mode) && !hasScheduledBlocks(for: mode, isCommon: view.isCommon)
     }
 
     func ensureBackend() -> LibeventBackend {

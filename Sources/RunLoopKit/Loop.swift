@@ -45,6 +45,12 @@ public final class Loop: @unchecked Sendable {
     let endedFlag = Atomic<Bool>(false)
     /// Jobs enqueued after the loop ended, run by the enqueuing threads (see `Loop+Executor.swift`).
     let afterlife = Locked(AfterlifeQueue())
+    /// Blocks scheduled for later, and the atomics mirroring the queue's top so that a pass takes
+    /// no lock unless one is due (see `Loop+Schedule.swift`).
+    let scheduledQueue = Locked(ScheduledQueue())
+    let scheduledWake = Atomic<Ticks>(.max)
+    let scheduledDue = Atomic<Ticks>(.max)
+    let scheduledPending = Atomic<Int>(0)
     /// `ThreadSlot.key`, copied so that the posting hot path does not go through the lazy global.
     private let threadKey: pthread_key_t
 
@@ -196,6 +202,7 @@ public final class Loop: @unchecked Sendable {
     /// run now, on this thread, so that no task waits forever on a loop that is gone.
     func tearDown() {
         end()
+        closeScheduledQueue()
         // Released outside the lock: a closure's deinit may post to this loop (and be refused).
         let orphans: BlockBuffer = inbox.withLock { inbox in
             defer { inbox.blocks = BlockBuffer(capacity: 1) }
@@ -271,7 +278,7 @@ extension Loop {
 
         /// The mode a loop runs in by default.
         public static let `default` = Mode("default")
-        /// The mode of interactive tracking (the seeds' scrolling mode).
+        /// The mode of interactive tracking (iOS's `UITrackingRunLoopMode`, while a scroll view is dragged).
         public static let tracking = Mode("tracking")
         /// The pseudo-mode naming the common set, which starts as `[.default, .tracking]`.
         public static let common = Mode("common")

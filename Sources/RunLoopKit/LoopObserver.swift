@@ -1,6 +1,6 @@
 import Synchronization
 
-/// A callback at chosen phases (activities) of a loop: the seeds' CFRunLoopObserver.
+/// A callback at chosen phases (activities) of a loop: CFRunLoopObserver's counterpart.
 ///
 /// Observers of a mode are called in ascending `order`, ties in insertion order. An observer is not
 /// re-entered while it runs (a nested run skips it). A non-repeating observer invalidates itself

@@ -2,8 +2,8 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// A named thread running its own loop in `.default` until `stop()`: the seeds'
-/// `BackgroundRunLoopManager`, done right.
+/// A named thread running its own loop in `.default` until `stop()`: the background run-loop thread
+/// of iOS code (a thread that adds a `Port()` and runs forever), done right.
 ///
 /// The loop needs no `Port()` to stay alive: the thread keeps it running even when `.default` is
 /// empty (without spinning), and a `stop()` of the loop by user code only ends the current run. Hand

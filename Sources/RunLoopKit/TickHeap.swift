@@ -1,42 +1,22 @@
-/// Nanoseconds since a process-wide origin: heap keys are plain integers, because
-/// `ContinuousClock.Instant` is a resilient type and every copy of it goes through witness tables.
-typealias Ticks = Int64
+/// A mode's timers in a heap (see `TickHeap`).
+typealias TimerHeap = TickHeap<LoopTimer>
 
-enum TickClock {
-    static let origin = ContinuousClock.now
-
-    static func ticks(_ instant: ContinuousClock.Instant) -> Ticks {
-        // One 128-bit division by a constant (`components` would divide twice).
-        let attoseconds = (instant - origin).attoseconds
-        // ±285 years fit; beyond that, saturate (such timers never fire in practice anyway).
-        let limit: Int128 = 9_000_000_000 * 1_000_000_000_000_000_000
-        guard attoseconds > -limit, attoseconds < limit else { return attoseconds < 0 ? .min / 2 : .max / 2 }
-        return Ticks(attoseconds / 1_000_000_000)
-    }
-
-    /// Out of line: `ContinuousClock.Instant` is a resilient type, so a function that reads the
-    /// clock inline allocates stack space for one dynamically on every call, needed or not (the
-    /// posting hot path did, for a time stamp it takes only while an instrument listens).
-    static var now: Ticks {
-        @inline(never) get { ticks(.now) }
-    }
-
-    static func instant(_ ticks: Ticks) -> ContinuousClock.Instant {
-        origin + .nanoseconds(ticks)
-    }
+extension TickHeap.Entry where Element == LoopTimer {
+    var timer: LoopTimer { element }
 }
 
-/// A binary min-heap of timer entries keyed by a time, ties broken by insertion sequence.
+/// A binary min-heap of entries keyed by a time, ties broken by insertion sequence: a mode's
+/// timers, a loop's scheduled blocks.
 ///
 /// Entries are never removed from the middle: rescheduling a timer bumps its generation and
 /// pushes a new entry, and the old one is recognised as stale when it reaches the top. That keeps
 /// scheduling O(log n) and removal O(1); `compact` bounds the garbage.
-struct TimerHeap {
+struct TickHeap<Element: AnyObject> {
     struct Entry {
         var key: Ticks
         var sequence: UInt64
         var generation: UInt64
-        var timer: LoopTimer
+        var element: Element
 
         @inline(__always)
         func precedes(_ other: Entry) -> Bool {
@@ -49,8 +29,8 @@ struct TimerHeap {
     var count: Int { entries.count }
     var top: Entry? { entries.first }
 
-    mutating func push(_ key: Ticks, _ sequence: UInt64, _ timer: LoopTimer, _ generation: UInt64) {
-        entries.append(Entry(key: key, sequence: sequence, generation: generation, timer: timer))
+    mutating func push(_ key: Ticks, _ sequence: UInt64, _ element: Element, _ generation: UInt64 = 0) {
+        entries.append(Entry(key: key, sequence: sequence, generation: generation, element: element))
         siftUp(entries.count - 1)
     }
 
@@ -78,7 +58,7 @@ struct TimerHeap {
     }
 
     // The sifts move entries bitwise through a hole instead of assigning them: an assignment would
-    // retain and release a timer per level, which dominated firing large numbers of timers.
+    // retain and release an element per level, which dominated firing large numbers of timers.
 
     private mutating func siftUp(_ start: Int) {
         entries.withUnsafeMutableBufferPointer { buffer in
