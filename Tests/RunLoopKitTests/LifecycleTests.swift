@@ -117,19 +117,6 @@ import Testing
     }
 }
 
-/// The number of open descriptors of the process (entries of `/proc/self/fd`).
-private func openDescriptorCount() -> Int {
-    guard let directory = opendir("/proc/self/fd") else { return -1 }
-    defer { closedir(directory) }
-    var count = 0
-    while let entry = readdir(directory) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        if name != "." && name != ".." { count += 1 }
-    }
-    // The directory being read is itself open while it is read.
-    return count - 1
-}
-
 /// The CPU time the calling thread has used.
 private func threadCPUTime() -> Duration {
     var time = timespec()

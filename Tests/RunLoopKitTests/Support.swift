@@ -89,3 +89,44 @@ func runOnJoinedThread(_ body: @escaping @Sendable () -> Void) {
     precondition(code == 0, "pthread_create failed (\(code))")
     pthread_join(thread, nil)
 }
+
+/// A loop that runs for the whole test run, for completions a test does not look at.
+let sink = sinkThread.loop
+private let sinkThread = LoopThread(name: "test-sink")
+
+/// Runs `loop` (the calling thread's) in `mode` until `done()` or 10 s, keeping the mode alive
+/// with a source meanwhile. Returns whether `done()` became true.
+@discardableResult
+func runLoop(_ loop: Loop, in mode: Loop.Mode, until done: () -> Bool) -> Bool {
+    let keepAlive = LoopSource {}
+    loop.add(keepAlive, forMode: mode)
+    defer { keepAlive.invalidate() }
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !done() && ContinuousClock.now < deadline {
+        loop.run(mode: mode, for: .milliseconds(20))
+    }
+    return done()
+}
+
+/// The number of open descriptors of the process (entries of `/proc/self/fd`).
+func openDescriptorCount() -> Int {
+    guard let directory = opendir("/proc/self/fd") else { return -1 }
+    defer { closedir(directory) }
+    var count = 0
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { count += 1 }
+    }
+    // The directory being read is itself open while it is read.
+    return count - 1
+}
+
+/// Whether `pid` is a zombie child of this process (exited and not reaped).
+func isZombieChild(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return false }
+    // After "pid (comm)": state, then the parent's pid.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    return fields.count > 1 && fields[0] == "Z" && Int32(fields[1]) == getpid()
+}
