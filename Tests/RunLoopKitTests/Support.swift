@@ -130,3 +130,21 @@ func isZombieChild(_ pid: Int32) -> Bool {
     let fields = stat[stat.index(after: close)...].split(separator: " ")
     return fields.count > 1 && fields[0] == "Z" && Int32(fields[1]) == getpid()
 }
+
+/// Queues work on `pool` that waits for the returned gate, and returns once it runs: the pool
+/// then has one thread busy until the test signals the gate. `completion` is delivered on `loop`.
+@discardableResult
+func occupy(
+    _ pool: LoopWorkPool, completingOn loop: Loop = sink,
+    _ completion: @escaping @Sendable (Result<Void, any Error>) -> Void = { _ in }
+) -> (gate: DispatchSemaphore, work: LoopWork) {
+    let gate = DispatchSemaphore(value: 0)
+    let started = DispatchSemaphore(value: 0)
+    let work = pool.run(
+        {
+            started.signal()
+            gate.wait()
+        }, completingOn: loop, completion)
+    precondition(started.wait(timeout: .now() + 10) == .success, "the pool started no work in 10 s")
+    return (gate, work)
+}

@@ -66,8 +66,6 @@ import Testing
         let pool = LoopWorkPool(name: "wp-shutdown", threads: 1)
         let thread = LoopThread(name: "wp-shutdown-loop")
         defer { thread.stop() }
-        let gate = DispatchSemaphore(value: 0)
-        let started = DispatchSemaphore(value: 0)
         let results = Recorder<String>()
         let cancelled = DispatchSemaphore(value: 0)
         let describe: @Sendable (Result<Void, any Error>) -> String = { result in
@@ -76,19 +74,13 @@ import Testing
             case .failure(let error): error is CancellationError ? "cancelled" : "failed: \(error)"
             }
         }
-        pool.run(
-            {
-                started.signal()
-                gate.wait()
-            }, completingOn: thread.loop
-        ) { results.append("a \(describe($0))") }
+        let (gate, _) = occupy(pool, completingOn: thread.loop) { results.append("a \(describe($0))") }
         for name in ["b", "c"] {
             pool.run({}, completingOn: thread.loop) {
                 results.append("\(name) \(describe($0))")
                 cancelled.signal()
             }
         }
-        #expect(started.wait(timeout: .now() + 10) == .success)
         let stopped = DispatchSemaphore(value: 0)
         Thread {
             pool.shutdown()
@@ -120,15 +112,7 @@ import Testing
     @Test func asyncRunMapsTaskCancellation() async throws {
         let pool = LoopWorkPool(name: "wp-async", threads: 1)
         defer { pool.shutdown() }
-        let gate = DispatchSemaphore(value: 0)
-        let started = DispatchSemaphore(value: 0)
-        pool.run(
-            {
-                started.signal()
-                gate.wait()
-            }, completingOn: sink
-        ) { _ in }
-        #expect(started.wait(timeout: .now() + 10) == .success)
+        let (gate, _) = occupy(pool)
         let ran = Mutex(false)
         let task = Task { try await pool.run { ran.withLock { $0 = true } } }
         task.cancel()

@@ -52,16 +52,8 @@ import Testing
     @Test func workStartsInQueueOrder() async throws {
         let pool = LoopWorkPool(name: "wp-fifo", threads: 1)
         defer { pool.shutdown() }
-        let gate = DispatchSemaphore(value: 0)
-        let started = DispatchSemaphore(value: 0)
+        let (gate, _) = occupy(pool)
         let order = Recorder<Int>()
-        pool.run(
-            {
-                started.signal()
-                gate.wait()
-            }, completingOn: sink
-        ) { _ in }
-        #expect(started.wait(timeout: .now() + 10) == .success)
         for index in 0..<200 {
             pool.run({ order.append(index) }, completingOn: sink) { _ in }
         }
@@ -114,8 +106,7 @@ import Testing
             slow.shutdown()
             fast.shutdown()
         }
-        let gate = DispatchSemaphore(value: 0)
-        slow.run({ gate.wait() }, completingOn: sink) { _ in }
+        let (gate, _) = occupy(slow)
         #expect(try await fast.run { 1 } == 1)
         #expect(slow.queuedCount == 0 && slow.metrics.running == 1)
         gate.signal()
@@ -128,16 +119,9 @@ import Testing
         defer { pool.shutdown() }
         let thread = LoopThread(name: "wp-cancel-loop")
         defer { thread.stop() }
-        let gate = DispatchSemaphore(value: 0)
-        let started = DispatchSemaphore(value: 0)
         let results = Recorder<String>()
         let done = DispatchSemaphore(value: 0)
-        let first = pool.run(
-            {
-                started.signal()
-                gate.wait()
-            }, completingOn: thread.loop
-        ) { result in
+        let (gate, first) = occupy(pool, completingOn: thread.loop) { result in
             results.append((try? result.get()) != nil ? "first ran" : "first failed")
             done.signal()
         }
@@ -146,7 +130,6 @@ import Testing
             if case .failure(let error) = result, error is CancellationError { results.append("second cancelled") }
             done.signal()
         }
-        #expect(started.wait(timeout: .now() + 10) == .success)
         #expect(second.cancel())
         #expect(!second.cancel())
         #expect(!first.cancel())
