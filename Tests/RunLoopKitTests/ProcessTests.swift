@@ -204,3 +204,66 @@ import Testing
         #expect(pids.filter(isZombieChild).isEmpty)
     }
 }
+
+/// The Guide's supervisor: restarts a child that fails, backing off, up to a limit.
+final class Supervisor {
+    let loop: Loop
+    let executable: String
+    let arguments: [String]
+    var maxRestarts = 5
+    var firstDelay = Duration.milliseconds(200)
+    private(set) var starts = 0
+    private var child: LoopProcess?
+    var onGiveUp: (LoopProcess.Status) -> Void = { _ in }
+
+    init(loop: Loop, executable: String, arguments: [String]) {
+        self.loop = loop
+        self.executable = executable
+        self.arguments = arguments
+    }
+
+    /// Loop thread.
+    func start() {
+        do {
+            let child = try LoopProcess(executable: executable, arguments: arguments)
+            starts += 1
+            child.onExit { [weak self] _, status in self?.exited(status) }
+            loop.add(child, forMode: .common)
+            self.child = child
+        } catch {
+            print("cannot start \(executable): \(error)")  // error.systemError: ENOENT, EACCES, …
+        }
+    }
+
+    /// Asks the child to end; it is not restarted. Any thread.
+    func stop() {
+        maxRestarts = 0
+        child?.signal(SIGTERM)
+    }
+
+    private func exited(_ status: LoopProcess.Status) {
+        child = nil
+        guard status != .exited(0) else { return }  // a clean exit is not restarted
+        guard starts <= maxRestarts else { return onGiveUp(status) }
+        let delay = firstDelay * (1 << min(starts - 1, 5))  // 200 ms, 400 ms, … 6.4 s
+        loop.add(LoopTimer(after: delay) { [weak self] _ in self?.start() }, forMode: .common)
+    }
+}
+
+extension ProcessTests {
+    @Test func supervisorRestartsACrashingChild() {
+        let (starts, status) = onFreshThread { () -> (Int, LoopProcess.Status?) in
+            let loop = Loop.current
+            let supervisor = Supervisor(loop: loop, executable: "/bin/sh", arguments: ["-c", "kill -KILL $$"])
+            supervisor.maxRestarts = 3
+            supervisor.firstDelay = .milliseconds(5)
+            var gaveUp: LoopProcess.Status?
+            supervisor.onGiveUp = { gaveUp = $0 }
+            supervisor.start()
+            runLoop(loop, in: .default) { gaveUp != nil }
+            return (supervisor.starts, gaveUp)
+        }
+        #expect(starts == 4)
+        #expect(status == .signalled(SIGKILL))
+    }
+}
