@@ -97,9 +97,9 @@ public final class LoopProcess: @unchecked Sendable {
     }
 
     deinit {
-        // Nothing watches any more (a watching source would have kept the process alive).
-        let source = watching.withLock { $0.source.take() }
-        source?.invalidate()
+        // Nothing watches any more: a source's handler keeps the process alive until the source is
+        // invalidated. This may run inside that invalidation (holding the source's lock), so the
+        // source is left alone.
         let pidfd = state.withLock { $0.pidfd }
         guard pidfd >= 0 else { return }
         if ProcessCalls.reap(pidfd) == nil {

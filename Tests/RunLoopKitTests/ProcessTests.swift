@@ -18,11 +18,11 @@ import Testing
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
     }
 
-    /// Waits up to 10 s for `pid` to be reaped (it is then no zombie of this process).
+    /// Waits up to 10 s for the child `pid`, just killed, to be reaped by the library.
     private func isReapedSoon(_ pid: Int32) -> Bool {
         let deadline = ContinuousClock.now + .seconds(10)
-        while isZombieChild(pid) && ContinuousClock.now < deadline { usleep(1_000) }
-        return !isZombieChild(pid)
+        while childState(pid) != nil && ContinuousClock.now < deadline { usleep(1_000) }
+        return childState(pid) == nil
     }
 
     @Test func exitCodesAndSignals() async throws {
@@ -117,6 +117,23 @@ import Testing
         let pid = process!.pid
         process!.signal(SIGKILL)
         process = nil
+        #expect(isReapedSoon(pid))
+    }
+
+    /// A dropped process whose loop ends while its child runs is released with the loop, and the
+    /// child is reaped once it exits.
+    @Test func aDroppedProcessGoesWithItsLoop() throws {
+        let thread = LoopThread(name: "proc-teardown")
+        weak var watched: LoopProcess?
+        let pid = try { () throws -> Int32 in
+            let process = try shell("exec sleep 30")
+            thread.loop.add(process, forMode: .default)
+            watched = process
+            return process.pid
+        }()
+        thread.stop()
+        #expect(watched == nil)
+        kill(pid, SIGKILL)
         #expect(isReapedSoon(pid))
     }
 

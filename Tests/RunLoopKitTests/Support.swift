@@ -121,15 +121,19 @@ func openDescriptorCount() -> Int {
     return count - 1
 }
 
-/// Whether `pid` is a zombie child of this process (exited and not reaped).
-func isZombieChild(_ pid: Int32) -> Bool {
+/// The state letter (`R`, `S`, `Z`, …) of `pid` if it is a child of this process not yet reaped.
+func childState(_ pid: Int32) -> Character? {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
         let close = stat.lastIndex(of: ")")
-    else { return false }
-    // After "pid (comm)": state, then the parent's pid.
+    else { return nil }
+    // After "pid (comm)": the state, then the parent's pid.
     let fields = stat[stat.index(after: close)...].split(separator: " ")
-    return fields.count > 1 && fields[0] == "Z" && Int32(fields[1]) == getpid()
+    guard fields.count > 1, Int32(fields[1]) == getpid() else { return nil }
+    return fields[0].first
 }
+
+/// Whether `pid` is a zombie child of this process (exited and not reaped).
+func isZombieChild(_ pid: Int32) -> Bool { childState(pid) == "Z" }
 
 /// Queues work on `pool` that waits for the returned gate, and returns once it runs: the pool
 /// then has one thread busy until the test signals the gate. `completion` is delivered on `loop`.
