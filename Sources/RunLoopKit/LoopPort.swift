@@ -26,17 +26,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             var isEmpty: Bool { head == messages.count }
 
             mutating func takeFirst() -> (Message, Ticks)? {
-                guard head < messages.count else { return nil }
-                let first = messages[head]
-                head += 1
-                if head == messages.count {
-                    messages.removeAll(keepingCapacity: true)
-                    head = 0
-                } else if head >= 64 && head * 2 >= messages.count {
-                    messages.removeFirst(head)
-                    head = 0
-                }
-                return first
+                messages.takeFirst(head: &head)
             }
         }
 

@@ -126,6 +126,24 @@ func eventually(_ condition: () -> Bool) -> Bool {
     return true
 }
 
+/// A loop that runs for the whole test run, for completions a test does not look at.
+let sink = sinkThread.loop
+private let sinkThread = LoopThread(name: "test-sink")
+
+/// Runs `loop` (the calling thread's) in `mode` until `done()` or 10 s, keeping the mode alive
+/// with a source meanwhile. Returns whether `done()` became true.
+@discardableResult
+func runLoop(_ loop: Loop, in mode: Loop.Mode, until done: () -> Bool) -> Bool {
+    let keepAlive = LoopSource {}
+    loop.add(keepAlive, forMode: mode)
+    defer { keepAlive.invalidate() }
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !done() && ContinuousClock.now < deadline {
+        loop.run(mode: mode, for: .milliseconds(20))
+    }
+    return done()
+}
+
 /// The number of open descriptors of the process (entries of `/proc/self/fd`).
 func openDescriptorCount() -> Int {
     guard let directory = opendir("/proc/self/fd") else { return -1 }
@@ -137,4 +155,35 @@ func openDescriptorCount() -> Int {
     }
     // The directory being read is itself open while it is read.
     return count - 1
+}
+/// The state letter (`R`, `S`, `Z`, …) of `pid` if it is a child of this process not yet reaped.
+func childState(_ pid: Int32) -> Character? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return nil }
+    // After "pid (comm)": the state, then the parent's pid.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 1, Int32(fields[1]) == getpid() else { return nil }
+    return fields[0].first
+}
+
+/// Whether `pid` is a zombie child of this process (exited and not reaped).
+func isZombieChild(_ pid: Int32) -> Bool { childState(pid) == "Z" }
+
+/// Queues work on `pool` that waits for the returned gate, and returns once it runs: the pool
+/// then has one thread busy until the test signals the gate. `completion` is delivered on `loop`.
+@discardableResult
+func occupy(
+    _ pool: LoopWorkPool, completingOn loop: Loop = sink,
+    _ completion: @escaping @Sendable (Result<Void, any Error>) -> Void = { _ in }
+) -> (gate: DispatchSemaphore, work: LoopWork) {
+    let gate = DispatchSemaphore(value: 0)
+    let started = DispatchSemaphore(value: 0)
+    let work = pool.run(
+        {
+            started.signal()
+            gate.wait()
+        }, completingOn: loop, completion)
+    precondition(started.wait(timeout: .now() + 10) == .success, "the pool started no work in 10 s")
+    return (gate, work)
 }

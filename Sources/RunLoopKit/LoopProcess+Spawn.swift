@@ -1,0 +1,191 @@
+import Glibc
+
+// Starting a child and the system calls around its pidfd.
+//
+// glibc 2.36 has `pidfd_open`, `pidfd_send_signal`, `posix_spawn_file_actions_addclosefrom_np` and
+// `posix_spawn_file_actions_addchdir_np`, but Swift's Glibc module does not import them (nor the
+// variadic `syscall`), so they are looked up once by name and called through C function pointers.
+
+/// The glibc functions that Swift's Glibc module does not import.
+enum ProcessCalls {
+    typealias PidfdOpen = @convention(c) (pid_t, UInt32) -> Int32
+    typealias PidfdSendSignal = @convention(c) (Int32, Int32, UnsafeMutablePointer<siginfo_t>?, UInt32) -> Int32
+    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    typealias AddChdir =
+        @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+
+    struct Table: @unchecked Sendable {  // C function pointers, never changed after the look-up
+        let pidfdOpen: PidfdOpen?
+        let pidfdSendSignal: PidfdSendSignal?
+        let addCloseFrom: AddCloseFrom?
+        let addChdir: AddChdir?
+    }
+
+    static let table: Table = {
+        let handle = dlopen(nil, RTLD_NOW)
+        func symbol<F>(_ name: String, as type: F.Type) -> F? {
+            dlsym(handle, name).map { unsafeBitCast($0, to: type) }
+        }
+        return Table(
+            pidfdOpen: symbol("pidfd_open", as: PidfdOpen.self),
+            pidfdSendSignal: symbol("pidfd_send_signal", as: PidfdSendSignal.self),
+            addCloseFrom: symbol("posix_spawn_file_actions_addclosefrom_np", as: AddCloseFrom.self),
+            addChdir: symbol("posix_spawn_file_actions_addchdir_np", as: AddChdir.self))
+    }()
+
+    /// The functions a process needs, or a `LoopError` naming the one this C library lacks.
+    static func required() throws(LoopError) -> (PidfdOpen, AddCloseFrom, AddChdir) {
+        let table = self.table
+        guard let open = table.pidfdOpen, let closeFrom = table.addCloseFrom, let chdir = table.addChdir else {
+            throw LoopError(
+                "LoopProcess needs glibc 2.36 or later (pidfd_open, posix_spawn_file_actions_addclosefrom_np)")
+        }
+        return (open, closeFrom, chdir)
+    }
+
+    /// `pidfd_send_signal(pidfd, signal, NULL, 0)`; errno on failure.
+    static func sendSignal(_ pidfd: Int32, _ signal: Int32) -> Int32? {
+        guard let send = table.pidfdSendSignal else { return ENOSYS }
+        return send(pidfd, signal, nil, 0) == 0 ? nil : errno
+    }
+
+    /// `waitid(P_PIDFD, pidfd, WEXITED | WNOHANG)`: the child's status if it has exited (and is
+    /// now reaped), nil if it still runs, or the errno if it cannot be waited for (`ECHILD`: some
+    /// other code reaped it).
+    static func reap(_ pidfd: Int32) -> Result<LoopProcess.Status, LoopError>? {
+        var info = siginfo_t()
+        while waitid(P_PIDFD, id_t(pidfd), &info, WEXITED | WNOHANG) != 0 {
+            let code = errno
+            guard code == EINTR else {
+                return .failure(LoopError("waitid(P_PIDFD) failed: \(describe(code))", systemError: code))
+            }
+        }
+        guard info._sifields._sigchld.si_pid != 0 else { return nil }
+        let value = info._sifields._sigchld.si_status
+        return .success(info.si_code == CLD_EXITED ? .exited(value) : .signalled(value))
+    }
+
+    static func describe(_ code: Int32) -> String {
+        "\(String(cString: strerror(code))) (errno \(code))"
+    }
+}
+
+extension LoopProcess {
+    /// Starts the child with `posix_spawn` and opens its pidfd.
+    ///
+    /// Only descriptors 0, 1 and 2 reach the child (every other one is closed in it, whether or
+    /// not it is close-on-exec); its signal mask is empty and every signal has its default action
+    /// (a server that ignores `SIGPIPE` does not pass that on).
+    static func spawn(
+        executable: String, arguments: [String], environment: [String: String]?, workingDirectory: String?,
+        stdio: [Stdio]
+    ) throws(LoopError) -> (pid: pid_t, pidfd: Int32) {
+        let (pidfdOpen, addCloseFrom, addChdir) = try ProcessCalls.required()
+        if let workingDirectory { try checkDirectory(workingDirectory) }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let workingDirectory {
+            try check(addChdir(&actions, workingDirectory), "posix_spawn_file_actions_addchdir_np")
+        }
+        for (target, choice) in stdio.enumerated() {
+            try addStdio(choice, as: Int32(target), to: &actions)
+        }
+        try check(addCloseFrom(&actions, 3), "posix_spawn_file_actions_addclosefrom_np")
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        try check(
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)),
+            "posix_spawnattr_setflags")
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for argument in argv { free(argument) } }
+        let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer { for entry in envp ?? [] { free(entry) } }
+
+        var pid = pid_t()
+        // glibc reports a failed chdir, open or exec in the child as posix_spawn's result.
+        let code = argv.withUnsafeBufferPointer { argv in
+            if let envp {
+                return envp.withUnsafeBufferPointer { envp in
+                    posix_spawn(&pid, executable, &actions, &attributes, argv.baseAddress!, envp.baseAddress!)
+                }
+            }
+            return posix_spawn(&pid, executable, &actions, &attributes, argv.baseAddress!, environ)
+        }
+        guard code == 0 else {
+            let place = workingDirectory.map { " in \($0)" } ?? ""
+            throw LoopError("cannot start \(executable)\(place): \(ProcessCalls.describe(code))", systemError: code)
+        }
+        let pidfd = pidfdOpen(pid, 0)  // close-on-exec, as every pidfd is
+        guard pidfd >= 0 else {
+            let failure = errno
+            // Not watchable, so not started: the child is ours, stop and reap it now.
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            throw LoopError(
+                "cannot watch process \(pid): pidfd_open failed: \(ProcessCalls.describe(failure))",
+                systemError: failure)
+        }
+        return (pid, pidfd)
+    }
+
+    /// The file action giving the child's descriptor `target` what `choice` asks for.
+    ///
+    /// Every choice is a file action on the child's side, so the parent opens nothing for it
+    /// and has nothing to close on failure. A stream to the parent would add a socket pair here:
+    /// its child end duplicated onto `target` (the closing of descriptors from 3 up then removes
+    /// the original), its parent end kept for the process to join its loop.
+    private static func addStdio(
+        _ choice: Stdio, as target: Int32, to actions: inout posix_spawn_file_actions_t
+    ) throws(LoopError) {
+        switch choice {
+        case .inherit:
+            return
+        case .null:
+            let flags = target == STDIN_FILENO ? O_RDONLY : O_WRONLY
+            try check(posix_spawn_file_actions_addopen(&actions, target, "/dev/null", flags, 0), "addopen(/dev/null)")
+        }
+    }
+
+    /// A missing or non-directory working directory, named as such rather than as a failed spawn.
+    private static func checkDirectory(_ path: String) throws(LoopError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            let code = errno
+            throw LoopError("working directory \(path): \(ProcessCalls.describe(code))", systemError: code)
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw LoopError("working directory \(path) is not a directory", systemError: ENOTDIR)
+        }
+    }
+
+    private static func check(_ code: Int32, _ call: String) throws(LoopError) {
+        guard code != 0 else { return }
+        throw LoopError("\(call) failed: \(ProcessCalls.describe(code))", systemError: code)
+    }
+}
+
+/// Reaps the children of processes dropped while their child still ran: each pidfd is watched on
+/// one library thread, started on first use, and closed once its child is reaped.
+enum ProcessReaper {
+    private static let thread = LoopThread(name: "rlk-reaper")
+
+    /// Takes over `pidfd` (owned from now on). Any thread.
+    static func adopt(_ pidfd: Int32) {
+        let source = LoopDescriptorSource(unchecked: pidfd, events: .readable, closesDescriptor: true) { source, _ in
+            if ProcessCalls.reap(source.fileDescriptor) != nil { source.invalidate() }
+        }
+        thread.loop.add(source, forMode: .default)
+    }
+}
