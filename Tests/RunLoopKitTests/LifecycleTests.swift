@@ -118,7 +118,7 @@ import Testing
 }
 
 /// The number of open descriptors of the process (entries of `/proc/self/fd`).
-private func openDescriptorCount() -> Int {
+func openDescriptorCount() -> Int {
     guard let directory = opendir("/proc/self/fd") else { return -1 }
     defer { closedir(directory) }
     var count = 0
