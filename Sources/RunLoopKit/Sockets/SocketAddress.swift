@@ -28,18 +28,18 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The bytes of a `sockaddr_in` or `sockaddr_in6` for `host` (parsed with `inet_pton`) and `port`.
-    private static func internet<Address, Host: BitwiseCopyable>(
+    private static func internet<Address>(
         _ empty: Address, _ family: Int32, host: String, port: Int, name: String,
-        _ hostField: WritableKeyPath<Address, Host>, _ familyField: WritableKeyPath<Address, sa_family_t>,
+        _ hostField: PartialKeyPath<Address>, _ familyField: WritableKeyPath<Address, sa_family_t>,
         _ portField: WritableKeyPath<Address, in_port_t>
     ) throws(LoopError) -> [UInt8] {
         try checkPort(port)
         var address = empty
-        var parsed = address[keyPath: hostField]
-        guard inet_pton(family, host, &parsed) == 1 else {
+        let offset = MemoryLayout<Address>.offset(of: hostField)!
+        let parsed = withUnsafeMutableBytes(of: &address) { inet_pton(family, host, $0.baseAddress! + offset) }
+        guard parsed == 1 else {
             throw LoopError("\"\(host)\" is not an \(name)")
         }
-        address[keyPath: hostField] = parsed
         address[keyPath: familyField] = sa_family_t(family)
         address[keyPath: portField] = UInt16(port).bigEndian
         return withUnsafeBytes(of: address) { Array($0) }
