@@ -98,6 +98,12 @@ final class EventBuffer {
         withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { extents in
             let used = Int(evbuffer_reserve_space(raw, maxLength, extents.baseAddress, 2))
             guard used > 0 else { return -Int(ENOMEM) }
+            // The space reserved may exceed what was asked for: read no more than that.
+            var allowed = maxLength
+            for index in 0..<used {
+                extents[index].iov_len = min(extents[index].iov_len, allowed)
+                allowed -= extents[index].iov_len
+            }
             let count = readv(descriptor, extents.baseAddress, Int32(used))
             let code = errno
             var remaining = max(count, 0)

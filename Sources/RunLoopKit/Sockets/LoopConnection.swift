@@ -59,7 +59,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     var descriptorSource: LoopDescriptorSource { sourceSlot }
 
     struct Settings {
-        var watermarks = (low: 64 * 1024, high: 256 * 1024)
+        var watermarks = LoopConnection.defaultWriteWatermarks
         var readingPaused = false
         var idleTimeout: Duration?
         var allowsHalfClosure = false
@@ -71,6 +71,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Mirrors of loop-thread state for other threads.
     let bufferedOutput = Atomic<Int>(0)
     let belowHighWatermark = Atomic<Bool>(true)
+
+    /// The default `writeWatermarks`: 64 KiB and 256 KiB.
+    public static let defaultWriteWatermarks = (low: 64 * 1024, high: 256 * 1024)
 
     /// The default `inputLimit`: 1 MiB.
     public static let defaultInputLimit = 1 << 20
@@ -208,8 +211,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Any thread; the answer may be stale by the time it is read.
     public var outputBufferedBytes: Int { bufferedOutput.load(ordering: .acquiring) }
 
-    /// When `isWritable` turns false (`high`) and when `.writable` is reported (`low`); defaults
-    /// 64 KiB and 256 KiB.
+    /// When `isWritable` turns false (`high`) and when `.writable` is reported (`low`); by default
+    /// `defaultWriteWatermarks`.
     ///
     /// Any thread. `low` must be 0 or more and not above `high`, or it is a programmer error.
     public var writeWatermarks: (low: Int, high: Int) {
