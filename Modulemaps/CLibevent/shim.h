@@ -20,8 +20,13 @@
 #include <stdint.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/un.h>
+#include <sys/uio.h>
 
 #include <event2/event.h>
+#include <event2/buffer.h>
 
 // Function-like macros do not import into Swift; libevent takes `short` where
 // the EV_* constants import as Int32.
@@ -192,6 +197,18 @@ static inline void rlk_cpu_relax(void) {
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+// MARK: Sockets
+
+// `accept4` is a GNU extension: <sys/socket.h> declares it only under _GNU_SOURCE, which this header
+// must not define before the system headers (see above).
+extern int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+
+/// `accept4` with SOCK_NONBLOCK | SOCK_CLOEXEC: the accepted socket is non-blocking and not
+/// inherited by child processes, in one system call.
+static inline int rlk_accept(int fd, struct sockaddr *addr, socklen_t *addrlen) {
+    return accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
 #endif

@@ -34,6 +34,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         var error: LoopError?
         var ownedDescriptorClosed = false
         weak var loop: Loop?
+        /// Called once, after the source is invalidated (by its owner, a failure or the loop's
+        /// teardown): lets the library's listeners and connections see their loop let go.
+        var invalidationHandler: (() -> Void)?
     }
 
     let state: Locked<State>
@@ -107,18 +110,21 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Any thread, including from inside its own handler. On the loop's thread the descriptor is
     /// off epoll when this returns, so it may be closed right after.
     public func invalidate() {
-        let loop: Loop? = state.withLock { state in
-            guard state.isValid else { return nil }
+        let (wasValid, loop, invalidationHandler) = state.withLock { state in
+            guard state.isValid else { return (false, nil as Loop?, nil as (() -> Void)?) }
             state.isValid = false
             state.handler = nil
-            return state.loop
+            defer { state.invalidationHandler = nil }
+            return (true, state.loop, state.invalidationHandler)
         }
+        guard wasValid else { return }
         if let loop {
             loop.removeEverywhere(.descriptor(self))
             loop.descriptorDidChange(self)
         } else {
             closeOwnedDescriptor()
         }
+        invalidationHandler?()
     }
 
     deinit {

@@ -114,7 +114,7 @@ import Testing
             monitor.invalidate()
         }
         // The loop drops it once it has picked up the change.
-        #expect(eventually { weakMonitor == nil })
+        #expect(waitUntil { weakMonitor == nil })
     }
 
     @Test func anEndedLoopKeepsNoHangMonitor() {

@@ -117,11 +117,24 @@ func endedLoop() -> Loop {
 }
 
 /// Waits (polling, up to 5 s) until `condition` holds; returns whether it did.
-func eventually(_ condition: () -> Bool) -> Bool {
+func waitUntil(_ condition: () -> Bool) -> Bool {
     let deadline = ContinuousClock.now + .seconds(5)
     while !condition() {
         guard ContinuousClock.now < deadline else { return false }
         usleep(1_000)
+    }
+    return true
+}
+
+// MARK: Sockets
+
+/// Waits (up to `limit`) until `condition` holds; returns whether it did. For outcomes another
+/// thread reaches in its own time, such as a server closing its side.
+func eventually(within limit: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + limit
+    while !condition() {
+        if ContinuousClock.now > deadline { return false }
+        try? await Task.sleep(for: .milliseconds(2))
     }
     return true
 }
@@ -186,4 +199,33 @@ func occupy(
         }, completingOn: loop, completion)
     precondition(started.wait(timeout: .now() + 10) == .success, "the pool started no work in 10 s")
     return (gate, work)
+}
+
+/// A loopback echo server on a loop thread of its own: echoes what it reads and closes at the
+/// client's end of stream. `configure` runs on the server's loop thread for each connection.
+final class EchoServer: Sendable {
+    let thread = LoopThread(name: "echo-server")
+    let listener: LoopListener
+    var address: SocketAddress { listener.localAddress }
+
+    init(
+        address: SocketAddress? = nil,
+        configure: @escaping @Sendable (LoopConnection) -> Void = { _ in }
+    ) throws {
+        listener = try LoopListener(address: address ?? SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
+            connection.onRead { connection, buffer in connection.write(&buffer) }
+            configure(connection)
+        }
+        thread.loop.add(listener, forMode: .default)
+    }
+
+    func stop() {
+        listener.invalidate()
+        thread.stop()
+    }
+}
+
+/// A unique Unix socket path in the temporary directory.
+func temporaryUnixPath(_ name: String) -> String {
+    "/tmp/rlk-\(getpid())-\(name)-\(UInt32.random(in: 0...UInt32.max)).sock"
 }

@@ -1,0 +1,133 @@
+// Listeners and connections in a loop's modes. Each is served through a descriptor source of its
+// own, which the loop's tables hold; the item itself is kept alive, while that source is in any
+// mode, by a reference it holds to itself (`Residency.keepAlive`), dropped once it closes or leaves
+// its last mode. So an item the caller dropped goes on working, and is released after.
+
+/// Where a listener or connection lives: its loop, the modes it was added to (as given, `.common`
+/// included: connections it accepts and blocks it posts go to the same), its timer, and the
+/// reference that keeps it alive while the loop holds it.
+struct Residency {
+    var loop: Loop?
+    var modes: [Loop.Mode] = []
+    var keepAlive: AnyObject?
+    /// Follows the item into and out of its modes (idle, connect and back-off deadlines).
+    var timer: LoopTimer?
+
+    /// The modes blocks for the item are posted in: its own, or the common set before it has any.
+    var postingModes: [Loop.Mode] { modes.isEmpty ? [.common] : modes }
+}
+
+/// A listener or a connection: an item a loop holds through its descriptor source.
+protocol LoopResident: AnyObject, Sendable {
+    var residency: Locked<Residency> { get }
+    var descriptorSource: LoopDescriptorSource { get }
+}
+
+extension Loop {
+    /// Adds a listener to `mode` (`.common`: every common mode, now and later); it accepts on this
+    /// loop's thread, and the connections it accepts start in the modes it was added to.
+    ///
+    /// Any thread. Adding it again to a mode it is in does nothing; an invalidated listener is
+    /// ignored. A listener belongs to one loop: adding it to a second loop is a programmer error.
+    public func add(_ listener: LoopListener, forMode mode: Mode) {
+        addResident(listener, kind: "LoopListener", forMode: mode)
+    }
+
+    /// Removes a listener from `mode` without invalidating it; it stops accepting while it is in
+    /// no running mode, and is released if it is in no mode and nothing else references it.
+    ///
+    /// Any thread.
+    public func remove(_ listener: LoopListener, forMode mode: Mode) {
+        removeResident(listener, forMode: mode)
+    }
+
+    /// Whether a listener is in `mode` (`.common`: whether it was added to `.common`).
+    ///
+    /// Any thread.
+    public func contains(_ listener: LoopListener, inMode mode: Mode) -> Bool {
+        contains(listener.descriptorSource, inMode: mode)
+    }
+
+    /// Adds a connection to `mode` (`.common`: every common mode, now and later): it is served
+    /// while the loop runs in any mode holding it.
+    ///
+    /// Any thread. A connection belongs to the loop it was accepted or connected on: adding it to
+    /// another loop is a programmer error. Adding a closed connection does nothing.
+    public func add(_ connection: LoopConnection, forMode mode: Mode) {
+        addResident(connection, kind: "LoopConnection", forMode: mode)
+    }
+
+    /// Removes a connection from `mode` without closing it: while no running mode holds it, its
+    /// input waits in the kernel and its output stays queued. A connection in no mode that nothing
+    /// else references is closed and released.
+    ///
+    /// Any thread.
+    public func remove(_ connection: LoopConnection, forMode mode: Mode) {
+        removeResident(connection, forMode: mode)
+    }
+
+    /// Whether a connection is in `mode` (`.common`: whether it was added to `.common`).
+    ///
+    /// Any thread.
+    public func contains(_ connection: LoopConnection, inMode mode: Mode) -> Bool {
+        contains(connection.descriptorSource, inMode: mode)
+    }
+
+    func addResident(_ item: some LoopResident, kind: String, forMode mode: Mode) {
+        let source = item.descriptorSource
+        let (valid, timer) = item.residency.withLock { residency in
+            bindOwner(&residency.loop, to: self, kind: kind)
+            guard source.isValid else { return (false, nil as LoopTimer?) }
+            if !residency.modes.contains(mode) { residency.modes.append(mode) }
+            residency.keepAlive = item
+            return (true, residency.timer)
+        }
+        guard valid else { return }
+        add(source, forMode: mode)
+        if let timer { add(timer, forMode: mode) }
+    }
+
+    func removeResident(_ item: some LoopResident, forMode mode: Mode) {
+        let source = item.descriptorSource
+        guard item.residency.withLock({ $0.loop === self }) else { return }
+        remove(source, forMode: mode)
+        let isHeld = state.withLock { _ in !source.membership.isEmpty }
+        let (timer, released): (LoopTimer?, AnyObject?) = item.residency.withLock { residency in
+            residency.modes.removeAll { $0 == mode }
+            guard !isHeld else { return (residency.timer, nil) }
+            defer { residency.keepAlive = nil }
+            return (residency.timer, residency.keepAlive)
+        }
+        if let timer { remove(timer, forMode: mode) }
+        // Released here, outside every lock: this may be the item's last reference.
+        _ = released
+    }
+
+    /// Loop thread: gives `item` its timer, in the item's modes.
+    func attach(_ timer: LoopTimer, to item: some LoopResident) {
+        let modes = item.residency.withLock { residency in
+            residency.timer = timer
+            return residency.modes
+        }
+        for mode in modes { add(timer, forMode: mode) }
+    }
+}
+
+extension LoopResident {
+    /// Drops the reference that kept the item alive in its loop, outside the lock; the caller
+    /// must still hold the item.
+    func leaveLoop() {
+        let (released, timer) = residency.withLock { residency in
+            defer {
+                residency.keepAlive = nil
+                residency.timer = nil
+            }
+            return (residency.keepAlive, residency.timer)
+        }
+        timer?.invalidate()
+        _ = released
+    }
+
+    /// The modes blocks for the item are posted in.
+    var postingModes: [Loop.Mode] { residency.withLock { $0.postingModes } }
+}

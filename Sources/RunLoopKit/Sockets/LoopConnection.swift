@@ -1,0 +1,331 @@
+import Glibc
+import Synchronization
+
+/// A connected stream socket (TCP or Unix-domain) served by a loop: reads into an input buffer
+/// handed to `onRead`, writes through an output queue flushed when the socket is writable.
+///
+/// Every member may be called from any thread. Calls made off the loop's thread are applied on
+/// it (through `perform`, in the connection's modes), in each calling thread's order; handlers
+/// run on the loop's thread in the connection's modes and count as handled sources. An accepted
+/// connection starts on its listener's loop in its listener's modes; a connected one on the loop
+/// and in the modes given to `connect`. While no running mode holds it, nothing is lost: input
+/// waits in the kernel, output stays queued.
+///
+/// Writing: a write tries the socket at once when nothing is queued, and queues what the socket
+/// did not take; the queue is flushed with `writev` when the socket becomes writable (watched only
+/// while output is queued). When the queue reaches the high watermark `isWritable` turns false;
+/// once it falls to the low one the connection reports `.writable`. Writes never raise SIGPIPE;
+/// a write to a connection that is closing or closed is dropped (the connection reports, or has
+/// reported, `closed`).
+///
+/// Reading: bytes go to the input buffer, and `onRead` gets everything not consumed yet. Bytes
+/// that arrive before `onRead` is set are kept and delivered when it is. With `isReadingPaused`,
+/// or once `inputLimit` bytes wait unconsumed, the connection stops reading: the kernel's window
+/// fills and the peer is slowed down, so memory stays bounded.
+///
+/// Closing: at the peer's end of stream the connection reports `readClosed`, then (unless
+/// `allowsHalfClosure`) flushes its output and closes. `closed` is reported exactly once, with nil
+/// for an orderly close and a `LoopError` otherwise (`systemError` set for resets, refusals and
+/// timeouts: `ECONNRESET`, `ECONNREFUSED`, `ETIMEDOUT`). A loop keeps a connection it holds alive
+/// until it closes or leaves every mode; a connection in no mode that nothing references closes.
+public final class LoopConnection: LoopResident, @unchecked Sendable {
+    // @unchecked: the mutable state below the "Loop thread only" mark is touched on the loop's
+    // thread only; the rest is immutable, atomic or locked.
+
+    /// What a connection reports besides its input.
+    public enum Event: Sendable, Equatable {
+        /// The queued output fell to the low watermark after reaching the high one.
+        case writable
+        /// The peer finished sending (end of stream); writing may go on.
+        case readClosed
+        /// Fully closed: nil for an orderly close, else why (reset, refusal, timeout, ...).
+        case closed(LoopError?)
+    }
+
+    /// The address of this end.
+    ///
+    /// Any thread.
+    public let localAddress: SocketAddress
+    /// The address of the peer.
+    ///
+    /// Any thread.
+    public let remoteAddress: SocketAddress
+
+    let loop: Loop
+    let fileDescriptor: Int32
+    let residency: Locked<Residency>
+    /// Set once, in `init`, before the item is shared.
+    private var sourceSlot: LoopDescriptorSource! = nil
+    var descriptorSource: LoopDescriptorSource { sourceSlot }
+
+    struct Settings {
+        var watermarks = LoopConnection.defaultWriteWatermarks
+        var readingPaused = false
+        var idleTimeout: Duration?
+        var allowsHalfClosure = false
+        var inputLimit = LoopConnection.defaultInputLimit
+    }
+
+    /// Settings any thread may read; the loop thread reads them as it works.
+    let settings = Locked(Settings())
+    /// Mirrors of loop-thread state for other threads.
+    let bufferedOutput = Atomic<Int>(0)
+    let belowHighWatermark = Atomic<Bool>(true)
+
+    /// The default `writeWatermarks`: 64 KiB and 256 KiB.
+    public static let defaultWriteWatermarks = (low: 64 * 1024, high: 256 * 1024)
+
+    /// The default `inputLimit`: 1 MiB.
+    public static let defaultInputLimit = 1 << 20
+
+    // MARK: Loop thread only
+
+    enum Phase { case connecting, open, closed }
+    var phase: Phase
+    var input = LoopBuffer()
+    var output = EventBuffer()
+    var readHandler: ((LoopConnection, inout LoopBuffer) -> Void)?
+    var eventHandler: ((LoopConnection, Event) -> Void)?
+    var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)?
+    var peerClosed = false
+    /// Why the connection closed (nil: orderly), once it has; and whether a handler was told.
+    var closedError: LoopError?
+    var closedReported = false
+    var closeAfterFlush = false
+    var shutdownAfterFlush = false
+    var outputShut = false
+    var aboveHighWatermark = false
+    /// Inside `onRead`: the input buffer is lent out, and reading waits.
+    var delivering = false
+    var watched: LoopDescriptorSource.Events
+    var lastActivity = ContinuousClock.now
+    var pendingReads: [(maxLength: Int, continuation: CheckedContinuation<[UInt8], any Error>)] = []
+    var pendingWrites: [CheckedContinuation<Void, any Error>] = []
+
+    init(
+        descriptor: Int32, local: SocketAddress, remote: SocketAddress, loop: Loop, phase: Phase
+    ) {
+        fileDescriptor = descriptor
+        localAddress = local
+        remoteAddress = remote
+        self.loop = loop
+        self.phase = phase
+        residency = Locked(Residency(loop: loop))
+        watched = phase == .connecting ? .writable : .readable
+        sourceSlot = LoopDescriptorSource(unchecked: descriptor, events: watched, closesDescriptor: true) {
+            [weak self] _, events in
+            self?.handle(events)
+        }
+        descriptorSource.state.withLock { state in
+            state.invalidationHandler = { [weak self] in self?.sourceWasInvalidated() }
+        }
+    }
+
+    /// A connection `LoopListener` accepted, on `loop`'s thread.
+    convenience init(accepted descriptor: Int32, local: SocketAddress, remote: SocketAddress, loop: Loop) {
+        self.init(descriptor: descriptor, local: local, remote: remote, loop: loop, phase: .open)
+    }
+
+    deinit {
+        // In no loop and referenced by nobody: nothing can be delivered any more.
+        descriptorSource.invalidate()
+    }
+
+    /// Runs `body` on the loop's thread: now if this is it, else posted in the connection's modes
+    /// (which keeps each calling thread's order).
+    func onLoop(_ body: @escaping @Sendable (LoopConnection) -> Void) {
+        if loop.isCurrentThread {
+            body(self)
+        } else {
+            loop.perform(inModes: postingModes) { body(self) }
+        }
+    }
+
+    // MARK: Handlers
+
+    /// Sets the handler that gets the input buffer whenever bytes arrived; it consumes what it
+    /// uses (`read`, `readLine`, `consume`) and leaves the rest for next time. Bytes already
+    /// waiting are delivered soon after, on the loop's thread.
+    ///
+    /// Any thread; the handler runs on the loop's thread.
+    public func onRead(_ handler: @escaping (LoopConnection, inout LoopBuffer) -> Void) {
+        let box = Unchecked(handler)
+        onLoop { connection in
+            connection.readHandler = box.value
+            connection.scheduleDelivery()
+        }
+    }
+
+    /// Sets the handler for `writable`, `readClosed` and `closed`.
+    ///
+    /// Any thread; the handler runs on the loop's thread. Set after the connection closed, it is
+    /// told `closed` (once) soon after.
+    public func onEvent(_ handler: @escaping (LoopConnection, Event) -> Void) {
+        let box = Unchecked(handler)
+        onLoop { connection in
+            guard connection.phase == .closed else {
+                connection.eventHandler = box.value
+                return
+            }
+            guard !connection.closedReported else { return }
+            connection.closedReported = true
+            let error = connection.closedError
+            connection.loop.perform(inModes: connection.postingModes) { box.value(connection, .closed(error)) }
+        }
+    }
+
+    // MARK: Writing
+
+    /// Queues a copy of `bytes` for sending (sending at once what the socket takes, when nothing
+    /// is queued before them).
+    ///
+    /// Any thread; writes from one thread go out in the order they were made.
+    public func write(_ bytes: some Collection<UInt8>) {
+        if loop.isCurrentThread {
+            if bytes.withContiguousStorageIfAvailable({ enqueue(UnsafeRawBufferPointer($0)) }) == nil {
+                Array(bytes).withUnsafeBytes { enqueue($0) }
+            }
+        } else {
+            var buffer = LoopBuffer(bytes)
+            write(&buffer)
+        }
+    }
+
+    /// Moves the bytes of `buffer` to the output queue without copying them, leaving `buffer`
+    /// empty.
+    ///
+    /// Any thread; writes from one thread go out in the order they were made.
+    public func write(_ buffer: inout LoopBuffer) {
+        if loop.isCurrentThread {
+            enqueue(buffer.unique())
+        } else {
+            let moved = EventBuffer()
+            moved.moveAll(from: buffer.unique())
+            let box = Unchecked(moved)
+            loop.perform(inModes: postingModes) { self.enqueue(box.value) }
+        }
+    }
+
+    /// Output queued and not sent yet, in bytes.
+    ///
+    /// Any thread; the answer may be stale by the time it is read.
+    public var outputBufferedBytes: Int { bufferedOutput.load(ordering: .acquiring) }
+
+    /// When `isWritable` turns false (`high`) and when `.writable` is reported (`low`); by default
+    /// `defaultWriteWatermarks`.
+    ///
+    /// Any thread. `low` must be 0 or more and not above `high`, or it is a programmer error.
+    public var writeWatermarks: (low: Int, high: Int) {
+        get { settings.withLock { $0.watermarks } }
+        set {
+            precondition(
+                newValue.low >= 0 && newValue.low <= newValue.high,
+                "RunLoopKit: writeWatermarks needs 0 <= low <= high, not (low: \(newValue.low), high: \(newValue.high))"
+            )
+            settings.withLock { $0.watermarks = newValue }
+            onLoop { $0.outputDidChange() }
+        }
+    }
+
+    /// Whether the queued output is below the high watermark.
+    ///
+    /// Any thread.
+    public var isWritable: Bool { belowHighWatermark.load(ordering: .acquiring) }
+
+    // MARK: Reading
+
+    /// Whether reading is paused: no bytes are read (the peer is slowed down by the kernel's
+    /// window) and `onRead` is not called until it is resumed.
+    ///
+    /// Any thread.
+    public var isReadingPaused: Bool {
+        get { settings.withLock { $0.readingPaused } }
+        set {
+            settings.withLock { $0.readingPaused = newValue }
+            onLoop { connection in
+                connection.updateInterest()
+                if !newValue { connection.scheduleDelivery() }
+            }
+        }
+    }
+
+    /// How many unconsumed input bytes the connection holds before it stops reading (default
+    /// `defaultInputLimit`, 1 MiB). A handler that never consumes therefore stalls its peer rather
+    /// than growing memory without bound.
+    ///
+    /// Any thread. Less than 1 is a programmer error.
+    public var inputLimit: Int {
+        get { settings.withLock { $0.inputLimit } }
+        set {
+            precondition(newValue >= 1, "RunLoopKit: inputLimit must be at least 1, not \(newValue)")
+            settings.withLock { $0.inputLimit = newValue }
+            onLoop { $0.updateInterest() }
+        }
+    }
+
+    // MARK: Closing
+
+    /// How long the connection may pass with no bytes read or written before it closes with a
+    /// `LoopError` (`systemError` `ETIMEDOUT`); nil (the default) for no limit.
+    ///
+    /// Any thread. A zero or negative duration is a programmer error.
+    public var idleTimeout: Duration? {
+        get { settings.withLock { $0.idleTimeout } }
+        set {
+            if let newValue {
+                precondition(newValue > .zero, "RunLoopKit: idleTimeout must be positive or nil, not \(newValue)")
+            }
+            settings.withLock { $0.idleTimeout = newValue }
+            onLoop { $0.armDeadline() }
+        }
+    }
+
+    /// Whether the connection stays open for writing after the peer's end of stream (until
+    /// `shutdownOutput()` or `close()`); false (the default): it flushes its output and closes.
+    ///
+    /// Any thread.
+    public var allowsHalfClosure: Bool {
+        get { settings.withLock { $0.allowsHalfClosure } }
+        set { settings.withLock { $0.allowsHalfClosure = newValue } }
+    }
+
+    /// Flushes the queued output, then ends this side's stream (FIN); reading goes on until the
+    /// peer ends its side, and then the connection closes.
+    ///
+    /// Any thread.
+    public func shutdownOutput() {
+        onLoop { connection in
+            guard connection.phase != .closed else { return }
+            connection.shutdownAfterFlush = true
+            connection.outputDidChange()
+        }
+    }
+
+    /// Flushes the queued output, then closes (`closed(nil)`); nothing more is read.
+    ///
+    /// Any thread.
+    public func close() {
+        onLoop { connection in
+            guard connection.phase != .closed else { return }
+            connection.closeAfterFlush = true
+            connection.outputDidChange()
+        }
+    }
+
+    /// Closes now with a reset (RST), dropping queued output; reports `closed(nil)`.
+    ///
+    /// Any thread.
+    public func abort() {
+        onLoop { connection in
+            guard connection.phase != .closed else { return }
+            SocketCall.resetOnClose(connection.fileDescriptor)
+            connection.closeNow(nil)
+        }
+    }
+}
+
+/// Carries a value the loop thread alone will use across the hop to it.
+struct Unchecked<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

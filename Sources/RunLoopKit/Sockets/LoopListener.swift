@@ -1,0 +1,161 @@
+import Glibc
+import Synchronization
+
+/// A listening stream socket (TCP over IPv4 or IPv6, or Unix-domain) that accepts connections on
+/// the thread of the loop it is added to.
+///
+/// Every member may be called from any thread; the accept handler runs on the loop's thread, in
+/// the listener's modes, and counts as a handled source. The listener accepts up to 64
+/// connections per wake-up (`accept4`, non-blocking and close-on-exec); each starts on the
+/// listener's loop in the listener's modes and is handed to the handler, which sets its read and
+/// event handlers. When the process runs out of descriptors (`EMFILE`, `ENFILE`) the listener
+/// closes a descriptor it keeps in reserve, accepts the waiting connection and closes it at once
+/// (the client sees the connection end instead of waiting), then takes its reserve again; with no
+/// reserve it stops accepting for 100 ms. Either way the loop does not spin on a listening socket
+/// that stays ready.
+///
+/// A loop keeps a listener it holds alive until it is invalidated or removed from every mode.
+public final class LoopListener: LoopResident, @unchecked Sendable {
+    // @unchecked: `accept` is called on the loop's thread only; the rest is immutable or locked.
+
+    /// The address the socket is bound to: the real port when port 0 was asked for.
+    ///
+    /// Any thread.
+    public let localAddress: SocketAddress
+
+    private let accept: (LoopConnection) -> Void
+    let residency = Locked(Residency())
+    /// Set once, in `init`, before the item is shared.
+    private var sourceSlot: LoopDescriptorSource! = nil
+    var descriptorSource: LoopDescriptorSource { sourceSlot }
+    /// A descriptor held open to be given up when accept runs out of descriptors, or -1.
+    private let reserve = Atomic<Int32>(-1)
+    /// For a Unix socket: the path to remove when the listener is invalidated.
+    private let unixPath: String?
+
+    /// How long accepting pauses when descriptors ran out and no reserve was left.
+    static let exhaustionBackoff: Duration = .milliseconds(100)
+    /// Connections accepted per wake-up, at most: a flood of them leaves the loop's other items
+    /// their turn.
+    static let acceptBatch = 64
+
+    /// Binds a listening socket to `address` now (so `localAddress` is known) with room for
+    /// `backlog` connections not yet accepted; it accepts once added to a loop.
+    ///
+    /// Any thread. TCP sockets get `SO_REUSEADDR`, and `SO_REUSEPORT` with `reusePort` (several
+    /// listeners on one port, among which the kernel spreads connections). A Unix socket's path
+    /// must not exist yet; it is removed when the listener is invalidated. Throws a `LoopError`
+    /// with `systemError` set when a system call fails (for example `EADDRINUSE`); a negative
+    /// backlog is a programmer error.
+    public init(
+        address: SocketAddress, backlog: Int = 1024, reusePort: Bool = false,
+        _ accept: @escaping (LoopConnection) -> Void
+    ) throws(LoopError) {
+        precondition(backlog >= 0, "RunLoopKit: LoopListener needs a backlog of 0 or more, not \(backlog)")
+        let descriptor = try SocketCall.listen(on: address, backlog: backlog, reusePort: reusePort)
+        localAddress = SocketCall.address(of: descriptor) ?? address
+        unixPath = address.unixPath
+        self.accept = accept
+        reserve.store(open("/dev/null", O_RDONLY | O_CLOEXEC), ordering: .relaxed)
+        sourceSlot = LoopDescriptorSource(unchecked: descriptor, events: .readable, closesDescriptor: true) {
+            [weak self] source, _ in
+            self?.acceptBatch(source.fileDescriptor)
+        }
+        descriptorSource.state.withLock { state in
+            state.invalidationHandler = { [weak self] in self?.didInvalidate() }
+        }
+    }
+
+    deinit {
+        descriptorSource.invalidate()
+        closeReserve()
+    }
+
+    /// Whether the listener is still listening (not invalidated).
+    ///
+    /// Any thread.
+    public var isValid: Bool { descriptorSource.isValid }
+
+    /// Stops listening: removes the listener from its loop, closes the socket (once libevent has
+    /// let go of it) and, for a Unix socket, removes its path. Connections it accepted go on.
+    ///
+    /// Any thread, including from the accept handler.
+    public func invalidate() {
+        descriptorSource.invalidate()
+    }
+
+    private func didInvalidate() {
+        closeReserve()
+        if let unixPath { unlink(unixPath) }
+        leaveLoop()
+    }
+
+    private func closeReserve() {
+        let descriptor = reserve.exchange(-1, ordering: .acquiringAndReleasing)
+        if descriptor >= 0 { close(descriptor) }
+    }
+
+    // MARK: Accepting (loop thread)
+
+    private func acceptBatch(_ listener: Int32) {
+        guard let loop = residency.withLock({ $0.loop }) else { return }
+        for _ in 0..<LoopListener.acceptBatch {
+            let (descriptor, peer) = SocketCall.accept(listener)
+            guard descriptor >= 0 else {
+                switch errno {
+                case EINTR, ECONNABORTED, EPROTO: continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM: outOfDescriptors(listener)
+                default: break  // EAGAIN: accepted everything waiting
+                }
+                return
+            }
+            let remote = peer ?? localAddress
+            SocketCall.disableNagle(descriptor, remote)
+            let connection = LoopConnection(
+                accepted: descriptor, local: SocketCall.address(of: descriptor) ?? localAddress, remote: remote,
+                loop: loop)
+            for mode in residency.withLock({ $0.modes }) { loop.add(connection, forMode: mode) }
+            accept(connection)
+            guard descriptorSource.isValid else { return }
+        }
+    }
+
+    /// Out of descriptors: refuse one waiting connection with the reserve, or pause accepting.
+    private func outOfDescriptors(_ listener: Int32) {
+        let spare = reserve.exchange(-1, ordering: .acquiringAndReleasing)
+        if spare >= 0 {
+            close(spare)
+            let (descriptor, _) = SocketCall.accept(listener)
+            if descriptor >= 0 { close(descriptor) }
+            let again = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            if again >= 0 {
+                if !reserve.compareExchange(expected: -1, desired: again, ordering: .acquiringAndReleasing).exchanged {
+                    close(again)
+                } else if !descriptorSource.isValid {
+                    closeReserve()  // invalidated meanwhile, from another thread
+                }
+                return
+            }
+        }
+        pauseAccepting()
+    }
+
+    private func pauseAccepting() {
+        guard let loop = residency.withLock({ $0.loop }) else { return }
+        descriptorSource.events = []
+        let resume = LoopTimer(after: LoopListener.exhaustionBackoff) { [weak self] _ in
+            guard let self else { return }
+            if reserve.load(ordering: .acquiring) < 0 {
+                let again = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                if again >= 0,
+                    !reserve.compareExchange(expected: -1, desired: again, ordering: .acquiringAndReleasing)
+                        .exchanged
+                {
+                    close(again)
+                }
+            }
+            descriptorSource.events = .readable
+        }
+        loop.attach(resume, to: self)
+    }
+}

@@ -1,0 +1,240 @@
+import Foundation
+import Testing
+
+@testable import RunLoopKit
+
+/// Connections over loopback TCP and Unix sockets, a server and a client loop on threads of
+/// their own.
+@Suite struct ConnectionTests {
+    @Test(arguments: ["ipv4", "ipv6", "unix"])
+    func echoesOverEveryFamily(family: String) async throws {
+        let path = temporaryUnixPath("echo")
+        let address =
+            switch family {
+            case "ipv4": try SocketAddress(ipv4: "127.0.0.1", port: 0)
+            case "ipv6": try SocketAddress(ipv6: "::1", port: 0)
+            default: try SocketAddress(unixPath: path)
+            }
+        let server = try EchoServer(address: address)
+        defer { server.stop() }
+        if family != "unix" { #expect(server.address.port != 0) }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        #expect(connection.remoteAddress == server.address)
+        try await connection.write(Array("ping\n".utf8))
+        var received: [UInt8] = []
+        while received.count < 5 { received += try await connection.read(maxLength: 100) }
+        #expect(received == Array("ping\n".utf8))
+        connection.close()
+    }
+
+    @Test func clientHalfCloseIsAnsweredThenClosed() async throws {
+        let server = try EchoServer()
+        defer { server.stop() }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let events = Recorder<LoopConnection.Event>()
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        connection.onEvent { _, event in events.append(event) }
+        connection.write("abc".utf8)
+        connection.shutdownOutput()
+        let received = try await readToEnd(connection)
+        #expect(received == Array("abc".utf8))
+        #expect(await eventually { events.events.contains(.closed(nil)) })
+        #expect(events.events.filter { $0 == .closed(nil) }.count == 1)
+    }
+
+    @Test func serverWritesAfterThePeersFinWithHalfClosure() async throws {
+        let server = try EchoServer { connection in
+            connection.allowsHalfClosure = true
+            connection.onEvent { connection, event in
+                if event == .readClosed {
+                    connection.write(Array("late".utf8))
+                    connection.close()
+                }
+            }
+        }
+        defer { server.stop() }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        connection.allowsHalfClosure = true
+        connection.write("x".utf8)
+        connection.shutdownOutput()
+        let received = try await readToEnd(connection)
+        #expect(received == Array("xlate".utf8))
+    }
+
+    @Test func peerResetIsReportedWithTheSystemError() async throws {
+        let server = try EchoServer { connection in
+            connection.onEvent { _, _ in }
+            connection.abort()
+        }
+        defer { server.stop() }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let closed = Recorder<LoopError?>()
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        connection.onEvent { _, event in
+            if case .closed(let error) = event { closed.append(error) }
+        }
+        connection.onRead { _, buffer in buffer.consume(buffer.count) }
+        #expect(await eventually { closed.count == 1 })
+        #expect(closed.events.first??.systemError == ECONNRESET)
+    }
+
+    @Test func connectRefusedGivesECONNREFUSED() async throws {
+        // A port that was free a moment ago: bound, then closed.
+        let probe = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { _ in }
+        let address = probe.localAddress
+        probe.invalidate()
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let error = await #expect(throws: LoopError.self) {
+            _ = try await LoopConnection.connect(to: address, on: client.loop)
+        }
+        #expect(error?.systemError == ECONNREFUSED)
+        // The loop's other items keep working.
+        let fired = Recorder<Int>()
+        client.loop.add(LoopTimer(after: .milliseconds(1)) { _ in fired.append(1) }, forMode: .default)
+        #expect(await eventually { fired.count == 1 })
+    }
+
+    @Test func connectTimesOutAgainstAFullBacklog() async throws {
+        // Backlog 0 and never added to a loop: it accepts nothing, and once its queue is full the
+        // kernel drops new handshakes.
+        let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0), backlog: 0) { _ in }
+        defer { listener.invalidate() }
+        var fillers: [Int32] = []
+        defer { for descriptor in fillers { close(descriptor) } }
+        for _ in 0..<4 {
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue), 0)
+            listener.localAddress.withSockaddr { _ = connect(descriptor, $0, $1) }
+            fillers.append(descriptor)
+        }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        // Timed on the loop's thread, where the completion runs: an awaiting task may resume much
+        // later on a test machine whose cooperative threads are busy.
+        let start = ContinuousClock.now
+        let outcome = Mutex<(error: LoopError?, elapsed: Duration)?>(nil)
+        LoopConnection.connect(to: listener.localAddress, on: client.loop, timeout: .milliseconds(300)) { result in
+            var error: LoopError?
+            if case .failure(let failure) = result { error = failure }
+            outcome.withLock { $0 = (error, ContinuousClock.now - start) }
+        }
+        #expect(await eventually(within: .seconds(60)) { outcome.withLock { $0 != nil } })
+        let (error, elapsed) = outcome.withLock { $0 } ?? (nil, .zero)
+        #expect(error?.systemError == ETIMEDOUT)
+        #expect(elapsed < .seconds(10))
+    }
+
+    @Test func writesFromManyThreadsKeepEachThreadsOrder() async throws {
+        let lines = Recorder<String>()
+        let server = try EchoServer { connection in
+            connection.onRead { _, buffer in
+                while let line = buffer.readLine() { lines.append(String(decoding: line, as: UTF8.self)) }
+            }
+        }
+        defer { server.stop() }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        let threads = 4
+        let perThread = 2_000
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for index in 0..<perThread { connection.write(Array("\(thread):\(index)\n".utf8)) }
+        }
+        #expect(await eventually { lines.count == threads * perThread })
+        var next = [Int](repeating: 0, count: threads)
+        for line in lines.events {
+            let parts = line.split(separator: ":").map { Int($0)! }
+            #expect(parts[1] == next[parts[0]], "thread \(parts[0]) out of order")
+            next[parts[0]] = parts[1] + 1
+        }
+    }
+
+    @Test func bytesBeforeOnReadAreKeptAndAWriteAfterCloseIsDropped() async throws {
+        let received = Recorder<[UInt8]>()
+        let accepted = Recorder<LoopConnection>()
+        let server = try EchoServer { connection in accepted.append(connection) }
+        defer { server.stop() }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        try await connection.write(Array("early".utf8))
+        // The echo comes back before the client sets `onRead`; it waits in the input buffer.
+        #expect(await eventually { accepted.count == 1 })
+        try await Task.sleep(for: .milliseconds(50))
+        connection.onRead { _, buffer in received.append(buffer.read(maxLength: 100)) }
+        #expect(await eventually { received.events.flatMap { $0 } == Array("early".utf8) })
+        connection.close()
+        connection.write("dropped".utf8)
+        await #expect(throws: LoopError.self) { try await connection.write(Array("too late".utf8)) }
+    }
+
+    @Test func idleTimeoutClosesWithETIMEDOUT() async throws {
+        let closed = Recorder<LoopError?>()
+        let server = try EchoServer { connection in
+            connection.idleTimeout = .milliseconds(100)
+            connection.onEvent { _, event in
+                if case .closed(let error) = event { closed.append(error) }
+            }
+        }
+        defer { server.stop() }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        #expect(await eventually { closed.count == 1 })
+        #expect(closed.events.first??.systemError == ETIMEDOUT)
+        let rest = try await connection.read(maxLength: 10)
+        #expect(rest == [])
+    }
+
+    @Test func aConnectionIsServedOnlyInTheModesThatHoldIt() throws {
+        let mode: Loop.Mode = "io"
+        let path = temporaryUnixPath("modes")
+        let reads = Recorder<[UInt8]>()
+        try onFreshThread { () -> Result<Void, LoopError> in
+            do throws(LoopError) {
+                let loop = Loop.current
+                let listener = try LoopListener(address: SocketAddress(unixPath: path)) { connection in
+                    connection.onRead { _, buffer in reads.append(buffer.read(maxLength: 100)) }
+                }
+                loop.add(listener, forMode: mode)
+                let connected = Recorder<LoopConnection>()
+                LoopConnection.connect(to: listener.localAddress, on: loop, inModes: [mode]) { result in
+                    connected.append(try! result.get())
+                }
+                while connected.count == 0 { loop.run(mode: mode, for: .milliseconds(10)) }
+                let connection = connected.events[0]
+                #expect(loop.contains(connection, inMode: mode))
+                #expect(!loop.contains(connection, inMode: .default))
+                connection.write(Array("hello".utf8))
+                loop.add(LoopTimer(after: .seconds(3_600)) { _ in }, forMode: .default)
+                loop.run(mode: .default, for: .milliseconds(100))
+                #expect(reads.count == 0)
+                let deadline = ContinuousClock.now + .seconds(5)
+                while reads.count == 0 && ContinuousClock.now < deadline {
+                    loop.run(mode: mode, for: .milliseconds(10))
+                }
+                #expect(reads.events == [Array("hello".utf8)])
+                connection.close()
+                listener.invalidate()
+            } catch { return .failure(error) }
+            return .success(())
+        }.get()
+        #expect(access(path, F_OK) != 0)
+    }
+}
+
+/// Everything the connection reads until the end of the stream.
+func readToEnd(_ connection: LoopConnection) async throws -> [UInt8] {
+    var received: [UInt8] = []
+    while true {
+        let bytes = try await connection.read(maxLength: 64 * 1024)
+        if bytes.isEmpty { return received }
+        received += bytes
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+
+@testable import RunLoopKit
+
+@Suite struct SocketAddressTests {
+    @Test func ipv4AndIPv6AndUnixAddresses() throws {
+        let v4 = try SocketAddress(ipv4: "127.0.0.1", port: 8080)
+        #expect(v4.description == "127.0.0.1:8080")
+        #expect(v4.port == 8080)
+        let v6 = try SocketAddress(ipv6: "::1", port: 443)
+        #expect(v6.description == "[::1]:443")
+        #expect(v6.port == 443)
+        let unix = try SocketAddress(unixPath: "/tmp/x.sock")
+        #expect(unix.description == "unix:/tmp/x.sock")
+        #expect(unix.port == nil)
+        #expect(try SocketAddress(ipv4: "10.0.0.1", port: 1) == SocketAddress(ipv4: "10.0.0.1", port: 1))
+        #expect(Set([v4, v6, unix, v4]).count == 3)
+    }
+
+    @Test(arguments: ["300.1.1.1", "abc", "", "127.0.0.1:80", "::1"])
+    func malformedIPv4IsALoopError(host: String) {
+        #expect(throws: LoopError.self) { try SocketAddress(ipv4: host, port: 80) }
+    }
+
+    @Test(arguments: ["::g", "127.0.0.1", "", "1:2:3:4:5:6:7:8:9"])
+    func malformedIPv6IsALoopError(host: String) {
+        #expect(throws: LoopError.self) { try SocketAddress(ipv6: host, port: 80) }
+    }
+
+    @Test(arguments: [-1, 65536, Int.max, Int.min])
+    func portsOutOfRangeAreLoopErrors(port: Int) {
+        #expect(throws: LoopError.self) { try SocketAddress(ipv4: "127.0.0.1", port: port) }
+        #expect(throws: LoopError.self) { try SocketAddress(ipv6: "::1", port: port) }
+    }
+
+    @Test func unixPathsTooLongOrEmptyAreLoopErrors() throws {
+        let tooLong = "/tmp/" + String(repeating: "x", count: 200)
+        let error = #expect(throws: LoopError.self) { try SocketAddress(unixPath: tooLong) }
+        #expect(error?.systemError == ENAMETOOLONG)
+        #expect(error?.message.contains("limit is 107") == true)
+        #expect(throws: LoopError.self) { try SocketAddress(unixPath: "") }
+        #expect(throws: LoopError.self) { try SocketAddress(unixPath: "a\0b") }
+        // The longest that fits.
+        _ = try SocketAddress(unixPath: "/" + String(repeating: "y", count: 106))
+    }
+
+    @Test func resolvesLocalhostOffTheLoopThreads() async throws {
+        let addresses = try await SocketAddress.resolve(host: "localhost", port: 8080)
+        #expect(!addresses.isEmpty)
+        #expect(addresses.allSatisfy { $0.port == 8080 })
+        let numeric = try await SocketAddress.resolve(host: "127.0.0.1", port: 1)
+        #expect(numeric == [try SocketAddress(ipv4: "127.0.0.1", port: 1)])
+    }
+
+    @Test func resolvingANameThatDoesNotExistIsALoopError() async {
+        await #expect(throws: LoopError.self) {
+            try await SocketAddress.resolve(host: "no-such-host.invalid", port: 80)
+        }
+        await #expect(throws: LoopError.self) { try await SocketAddress.resolve(host: "localhost", port: -5) }
+    }
+}
