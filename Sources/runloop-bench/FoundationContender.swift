@@ -1,4 +1,4 @@
-import CRawLibevent
+import CRawPeer
 import CoreFoundation
 import Dispatch
 import Foundation
@@ -113,6 +113,15 @@ enum FoundationContender: Contender {
                     for _ in 0..<share { thread.perform { counter.ran() } }
                 case .nothing:
                     for _ in 0..<share { thread.perform { PostCounter.ranCurrent() } }
+                case .typical:
+                    let tally = PostTally()
+                    for position in 0..<share {
+                        let weight = position & 7
+                        thread.perform {
+                            tally.add(index: position, weight: weight, producer: index)
+                            counter.ran()
+                        }
+                    }
                 }
             }
         }

@@ -1,4 +1,4 @@
-import CRawLibevent
+import CRawPeer
 import Dispatch
 import Glibc
 import RunLoopKit
@@ -48,6 +48,15 @@ enum RunLoopKitContender: Contender {
                     for _ in 0..<share { loop.perform { counter.ran() } }
                 case .nothing:
                     for _ in 0..<share { loop.perform { PostCounter.ranCurrent() } }
+                case .typical:
+                    let tally = PostTally()
+                    for position in 0..<share {
+                        let weight = position & 7
+                        loop.perform {
+                            tally.add(index: position, weight: weight, producer: index)
+                            counter.ran()
+                        }
+                    }
                 }
             }
         }
