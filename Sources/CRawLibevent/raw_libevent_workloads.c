@@ -115,11 +115,7 @@ raw_timers_result lev_timers(int count, const double *offsets, double lead_secon
     event_base_free(base);
     free(timers);
 
-    result.ok = state.fired == count;
-    result.fired = state.fired;
-    result.schedule_seconds = end - start;
-    result.schedule_end_offset = end - first;
-    return result;
+    return raw_timers_outcome(state.fired, count, start, end, first);
 }
 
 // MARK: Workload 4: timer churn

@@ -79,11 +79,7 @@ static raw_timers_result uvt_timers(int count, const double *offsets, double lea
     close_loop(&loop);
     free(timers);
 
-    result.ok = state.fired == count;
-    result.fired = state.fired;
-    result.schedule_seconds = end - start;
-    result.schedule_end_offset = end - first;
-    return result;
+    return raw_timers_outcome(state.fired, count, start, end, first);
 }
 
 // MARK: Timer churn

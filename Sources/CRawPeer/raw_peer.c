@@ -71,6 +71,11 @@ long long raw_rss_bytes(void) {
 
 void raw_malloc_trim(void) { malloc_trim(0); }
 
+raw_timers_result raw_timers_outcome(int fired, int count, double start, double end, double first) {
+    raw_timers_result result = {fired == count, fired, end - start, end - first};
+    return result;
+}
+
 // MARK: Processors
 
 // MARK: Machine: a cache line's round trip between two processors

@@ -114,14 +114,7 @@ enum FoundationContender: Contender {
                 case .nothing:
                     for _ in 0..<share { thread.perform { PostCounter.ranCurrent() } }
                 case .typical:
-                    let tally = PostTally()
-                    for position in 0..<share {
-                        let weight = position & 7
-                        thread.perform {
-                            tally.add(index: position, weight: weight, producer: index)
-                            counter.ran()
-                        }
-                    }
+                    postTypical(share, producer: index, counter: counter) { thread.perform($0) }
                 }
             }
         }

@@ -49,14 +49,7 @@ enum RunLoopKitContender: Contender {
                 case .nothing:
                     for _ in 0..<share { loop.perform { PostCounter.ranCurrent() } }
                 case .typical:
-                    let tally = PostTally()
-                    for position in 0..<share {
-                        let weight = position & 7
-                        loop.perform {
-                            tally.add(index: position, weight: weight, producer: index)
-                            counter.ran()
-                        }
-                    }
+                    postTypical(share, producer: index, counter: counter) { loop.perform($0) }
                 }
             }
         }

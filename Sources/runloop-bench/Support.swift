@@ -148,6 +148,22 @@ final class PostTally: @unchecked Sendable {
     }
 }
 
+/// Posts `count` typical closures through `perform`, from producer number `producer`: each
+/// captures `counter`, a tally of this producer's own and three integers.
+@inline(__always)
+func postTypical(
+    _ count: Int, producer: Int, counter: PostCounter, through perform: (@escaping @Sendable () -> Void) -> Void
+) {
+    let tally = PostTally()
+    for position in 0..<count {
+        let weight = position & 7
+        perform {
+            tally.add(index: position, weight: weight, producer: producer)
+            counter.ran()
+        }
+    }
+}
+
 /// The processors the post workload's loop thread and producers are pinned to.
 struct PostProcessors: Sendable {
     let loop: Int32

@@ -121,6 +121,10 @@ typedef struct {
     void (*timer_set_free)(void *set);
 } raw_peer;
 
+/// A timers run's result: `fired` of `count` timers, scheduled from `start` to `end`, the first
+/// due at `first`.
+raw_timers_result raw_timers_outcome(int fired, int count, double start, double end, double first);
+
 /// Post throughput: `producers` threads post `blocks` items in total to one loop, each a plain
 /// (function, context) pair, or with `typical`, a typical payload. `loop_cpu` and `producer_cpu`:
 /// the processors to pin the loop thread and the producers to, or -1 to leave them to the
