@@ -1,7 +1,7 @@
 # RunLoopKit — build, demo and test on Linux.
 #
-#   make demo    install libevent-dev if missing, then run the narrated demo
-#   make test    install libevent-dev if missing, then run the unit tests
+#   make demo    install libevent-dev (and libuv1-dev, libglib2.0-dev) if missing, then run the narrated demo
+#   make test    install the same if missing, then run the unit tests
 #   make test-sanitize  the whole suite under ThreadSanitizer and AddressSanitizer
 #   make stress  the stress and model tests at full size
 #   make serve-bench  load runloop-httpd, raw-httpd (C) and nginx with wrk, side by side
@@ -28,14 +28,18 @@ FUZZ_DIR ?= /tmp/runloopkit-fuzz
 all: build
 
 # libevent 2.1 from Debian/Ubuntu's libevent-dev (found via pkg-config as
-# libevent_core). Quiet and quick when it is already installed. apt-get update
-# runs only when the package lists are missing or older than a day.
+# libevent_core), and libuv1-dev and libglib2.0-dev for runloop-bench's other C
+# peers. Quiet and quick when they are already installed. apt-get update runs
+# only when the package lists are missing or older than a day.
 deps:
-	@if ! pkg-config --exists libevent_core 2>/dev/null; then \
+	@if ! pkg-config --exists libevent_core libuv glib-2.0 2>/dev/null; then \
 		set -e; \
 		SUDO=; \
 		if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi; \
-		PKGS=libevent-dev; \
+		PKGS=; \
+		pkg-config --exists libevent_core 2>/dev/null || PKGS="$$PKGS libevent-dev"; \
+		pkg-config --exists libuv 2>/dev/null || PKGS="$$PKGS libuv1-dev"; \
+		pkg-config --exists glib-2.0 2>/dev/null || PKGS="$$PKGS libglib2.0-dev"; \
 		command -v pkg-config >/dev/null 2>&1 || PKGS="$$PKGS pkg-config"; \
 		if [ -z "$$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then \
 			echo "deps: updating apt package lists"; \

@@ -3,17 +3,35 @@ import Foundation
 // The benchmark's model and runner: implementations, sizes, metrics, samples, and the alternating
 // repetitions whose medians make the report.
 
-/// The three implementations measured side by side in one process run.
+/// The implementations measured side by side in one process run.
 enum Implementation: String, CaseIterable, Sendable, Codable {
     case runLoopKit = "RunLoopKit"
     case foundation = "Foundation"
     case libevent = "libevent"
+    case libuv = "libuv"
+    case glib = "GLib"
 
     var contender: any Contender.Type {
         switch self {
         case .runLoopKit: RunLoopKitContender.self
         case .foundation: FoundationContender.self
         case .libevent: LibeventContender.self
+        case .libuv: LibuvContender.self
+        case .glib: GLibContender.self
+        }
+    }
+
+    /// The implementations RunLoopKit's figures are divided by.
+    static let peers: [Implementation] = [.foundation, .libevent, .libuv, .glib]
+
+    /// The name in a ratio column's heading ("RLK/uv").
+    var shortName: String {
+        switch self {
+        case .runLoopKit: "RLK"
+        case .foundation: "Fdn"
+        case .libevent: "lev"
+        case .libuv: "uv"
+        case .glib: "GLib"
         }
     }
 }
@@ -208,8 +226,21 @@ struct MetricResult: Sendable, Codable {
     var notes: [String: String] = [:]
     var ratioFoundation: Double?
     var ratioLibevent: Double?
+    var ratioLibuv: Double?
+    var ratioGLib: Double?
 
     func median(_ implementation: Implementation) -> Double? { medians[implementation.rawValue] }
+
+    /// RunLoopKit's median divided by `peer`'s.
+    func ratio(to peer: Implementation) -> Double? {
+        switch peer {
+        case .runLoopKit: Stats.ratio(median(.runLoopKit), median(.runLoopKit))
+        case .foundation: ratioFoundation
+        case .libevent: ratioLibevent
+        case .libuv: ratioLibuv
+        case .glib: ratioGLib
+        }
+    }
 }
 
 /// A latency distribution: per implementation, the median over repetitions of each percentile.
@@ -226,6 +257,9 @@ struct MachineDescription: Sendable, Codable {
     let kernel: String
     let swift: String
     let libevent: String
+    /// Nil in reports written before libuv and GLib were measured.
+    let libuv: String?
+    let glib: String?
     let build: String
     /// A cache line's round trip between two processors, measured before every repetition: what
     /// every block capturing an object shared with its posting thread costs at least, and on a
@@ -288,7 +322,8 @@ struct MachineDescription: Sendable, Codable {
         }
         return MachineDescription(
             cpu: model, cores: ProcessInfo.processInfo.activeProcessorCount, kernel: kernel,
-            swift: swiftVersion, libevent: LibeventContender.version, build: buildConfiguration,
+            swift: swiftVersion, libevent: LibeventContender.version, libuv: LibuvContender.version,
+            glib: GLibContender.version, build: buildConfiguration,
             coreRoundTrip: RoundTrip(roundTrips), stolenPercent: stolenPercent(since: since))
     }
 
@@ -429,6 +464,8 @@ struct Benchmark {
         let own = result.median(.runLoopKit)
         result.ratioFoundation = Stats.ratio(own, result.median(.foundation))
         result.ratioLibevent = Stats.ratio(own, result.median(.libevent))
+        result.ratioLibuv = Stats.ratio(own, result.median(.libuv))
+        result.ratioGLib = Stats.ratio(own, result.median(.glib))
         return result
     }
 }

@@ -5,7 +5,7 @@ import Foundation
 
 enum Charts {
     static let colors: [Implementation: String] = [
-        .runLoopKit: "#1f6fb4", .foundation: "#d9822b", .libevent: "#7b5ea7",
+        .runLoopKit: "#1f6fb4", .foundation: "#d9822b", .libevent: "#7b5ea7", .libuv: "#c0392b", .glib: "#4d6b5a",
     ]
     static let font = "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
 
@@ -45,9 +45,10 @@ enum Charts {
     /// Horizontal bars on a log axis from the 1.0 line to each ratio; per row, the half where
     /// RunLoopKit is better is tinted green.
     static func ratioChart(_ report: Report) -> String? {
-        let rows = report.metrics.filter { $0.ratioFoundation != nil || $0.ratioLibevent != nil }
+        let peers = Implementation.peers
+        let rows = report.metrics.filter { metric in peers.contains { metric.ratio(to: $0) != nil } }
         guard !rows.isEmpty else { return nil }
-        let ratios = rows.flatMap { [$0.ratioFoundation, $0.ratioLibevent] }.compactMap { $0 }.filter { $0 > 0 }
+        let ratios = rows.flatMap { metric in peers.compactMap { metric.ratio(to: $0) } }.filter { $0 > 0 }
         // A margin of a factor 4 leaves room for the value printed past the end of the longest bars.
         let low = floor(log10(min(0.1, (ratios.min() ?? 1) / 4)))
         let high = ceil(log10(max(10, (ratios.max() ?? 1) * 4)))
@@ -56,8 +57,9 @@ enum Charts {
         let labelWidth = 300.0
         let plotLeft = labelWidth + 10
         let plotRight = width - 45
-        let top = 96.0
-        let rowHeight = 46.0
+        let top = 104.0
+        let barPitch = 15.0
+        let rowHeight = max(46, 10 + barPitch * Double(peers.count))
         let height = top + rowHeight * Double(rows.count) + 60
         func x(_ ratio: Double) -> Double {
             let clamped = min(max(ratio, pow(10, low)), pow(10, high))
@@ -66,17 +68,18 @@ enum Charts {
 
         var svg = header(width: width, height: height)
         svg += text(
-            20, 30, "RunLoopKit ÷ Foundation and ÷ raw libevent, per figure (log scale)", size: 18, weight: "bold")
+            20, 30, "RunLoopKit ÷ each other implementation, per figure (log scale)", size: 18, weight: "bold")
         svg += text(20, 52, subtitle(report), size: 12, fill: "#555")
         svg += text(
             20, 72,
             "Bars run from the 1.0 line (equal) to the ratio; the green half of each row is where RunLoopKit is better.",
             size: 12, fill: "#555")
         // Legend.
-        svg += rect(plotRight - 250, 62, 12, 12, fill: colors[.foundation]!)
-        svg += text(plotRight - 234, 73, "vs Foundation", size: 12)
-        svg += rect(plotRight - 130, 62, 12, 12, fill: colors[.libevent]!)
-        svg += text(plotRight - 114, 73, "vs libevent", size: 12)
+        for (slot, peer) in peers.reversed().enumerated() {
+            let left = plotRight - 110 * Double(slot + 1)
+            svg += rect(left, 80, 12, 12, fill: colors[peer]!)
+            svg += text(left + 16, 91, "vs \(peer.rawValue)", size: 12)
+        }
 
         let one = x(1)
         for (index, metric) in rows.enumerated() {
@@ -90,19 +93,18 @@ enum Charts {
             svg += text(
                 labelWidth, rowTop + 36, "\(metric.unit), \(metric.better.rawValue) is better", size: 11,
                 anchor: "end", fill: "#666")
-            for (slot, (ratio, implementation)) in [
-                (metric.ratioFoundation, Implementation.foundation), (metric.ratioLibevent, .libevent),
-            ].enumerated() {
-                let barTop = rowTop + 6 + Double(slot) * 18
+            for (slot, implementation) in peers.enumerated() {
+                let ratio = metric.ratio(to: implementation)
+                let barTop = rowTop + 5 + Double(slot) * barPitch
                 guard let ratio, ratio > 0 else {
-                    svg += text(one + 6, barTop + 12, "n/a", size: 11, fill: "#888")
+                    svg += text(one + 6, barTop + 11, "n/a", size: 10, fill: "#888")
                     continue
                 }
                 let end = x(ratio)
-                svg += rect(min(one, end), barTop, max(abs(end - one), 1), 15, fill: colors[implementation]!)
+                svg += rect(min(one, end), barTop, max(abs(end - one), 1), barPitch - 2, fill: colors[implementation]!)
                 let labelX = end >= one ? end + 5 : end - 5
                 svg += text(
-                    labelX, barTop + 12, Formatting.ratio(ratio), size: 11, anchor: end >= one ? "start" : "end")
+                    labelX, barTop + 11, Formatting.ratio(ratio), size: 10, anchor: end >= one ? "start" : "end")
             }
         }
         // Axis: decades, and the 1.0 line on top.

@@ -15,7 +15,8 @@ enum CommandLineTool {
     static let usage = """
         usage: runloop-bench [options]
 
-        RunLoopKit side by side with Foundation's RunLoop (CoreFoundation) and raw libevent in C.
+        RunLoopKit side by side with Foundation's RunLoop (CoreFoundation), and raw libevent, libuv and
+        GLib in C.
         Implementations alternate within each repetition; every figure is the median.
 
           --quick            a run under 30 s (3 repetitions, smaller workloads)
@@ -27,7 +28,8 @@ enum CommandLineTool {
           --charts DIR       write the SVG charts to DIR (default: docs/benchmarks)
           --no-charts        do not write charts
           --repetitions N    override the number of repetitions
-          --only IMPL        run only RunLoopKit, Foundation or libevent (repeatable; for profiling)
+          --only IMPL        run only RunLoopKit, Foundation, libevent, libuv or GLib (repeatable; for
+                             profiling)
           --set KEY=VALUE    override one size parameter (for profiling), e.g. --set timerSpread=0;
                              keys: \(BenchmarkSize.keys.joined(separator: ", "))
           --placement WHERE  where the post workload's threads run: scheduler (the default), apart
@@ -63,7 +65,7 @@ enum CommandLineTool {
                     let implementation = Implementation.allCases.first(where: {
                         $0.rawValue.lowercased() == name.lowercased()
                     })
-                else { throw UsageError(message: "--only takes RunLoopKit, Foundation or libevent") }
+                else { throw UsageError(message: "--only takes RunLoopKit, Foundation, libevent, libuv or GLib") }
                 options.implementations.append(implementation)
             case "--set":
                 let assignment = try value(for: argument)

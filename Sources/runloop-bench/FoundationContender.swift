@@ -1,4 +1,4 @@
-import CRawLibevent
+import CRawPeer
 import CoreFoundation
 import Dispatch
 import Foundation
@@ -113,6 +113,8 @@ enum FoundationContender: Contender {
                     for _ in 0..<share { thread.perform { counter.ran() } }
                 case .nothing:
                     for _ in 0..<share { thread.perform { PostCounter.ranCurrent() } }
+                case .typical:
+                    postTypical(share, producer: index, counter: counter) { thread.perform($0) }
                 }
             }
         }

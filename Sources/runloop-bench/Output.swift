@@ -56,9 +56,11 @@ enum Formatting {
 }
 
 extension Report {
-    /// The table: one line per figure with the three medians and RunLoopKit's ratios.
+    /// The table: one line per figure with every implementation's median and RunLoopKit's ratios.
     func table() -> String {
-        let header = ["#", "figure", "unit", "better", "RunLoopKit", "Foundation", "libevent", "RLK/Fdn", "RLK/lev"]
+        let header =
+            ["#", "figure", "unit", "better"] + Implementation.allCases.map(\.rawValue)
+            + Implementation.peers.map { "RLK/\($0.shortName)" }
         var rows: [[String]] = []
         var notes: [String] = []
         var caveats: [String] = []
@@ -75,8 +77,7 @@ extension Report {
                 }
                 row.append(cell)
             }
-            row.append(Formatting.ratio(metric.ratioFoundation))
-            row.append(Formatting.ratio(metric.ratioLibevent))
+            row += Implementation.peers.map { Formatting.ratio(metric.ratio(to: $0)) }
             rows.append(row)
         }
         let widths = header.indices.map { column in
@@ -117,7 +118,7 @@ extension Report {
             runloop-bench: \(size) run, \(repetitions) repetition\(repetitions == 1 ? "" : "s") \
             (implementations alternating), medians; \(machine.build) build
             machine: \(machine.cpu), \(machine.cores) cores\(conditionsText), Linux \(machine.kernel), \(machine.swift), \
-            libevent \(machine.libevent)
+            libevent \(machine.libevent)\(machine.libuv.map { ", libuv \($0)" } ?? "")\(machine.glib.map { ", GLib \($0)" } ?? "")
             ratios: RunLoopKit's figure divided by the other's (see "better" for which way is good)
             """
     }
@@ -149,10 +150,19 @@ extension Report {
         ratioCheck("post throughput ≥ 0.3× raw libevent", [MetricID.post1, MetricID.post4], \.ratioLibevent) {
             $0 >= 0.3
         }
+        let typical = [MetricID.post1Typical, MetricID.post4Typical]
+        ratioCheck("typical-closure post ≥ 20× Foundation", typical, \.ratioFoundation) { $0 >= 20 }
+        ratioCheck("typical-closure post ≥ 0.9× libuv", typical, \.ratioLibuv) { $0 >= 0.9 }
         ratioCheck("ping-pong p50 ≤ 0.7× Foundation", [MetricID.pingPongP50], \.ratioFoundation) { $0 <= 0.7 }
         ratioCheck("ping-pong p50 ≤ 1.3× raw libevent", [MetricID.pingPongP50], \.ratioLibevent) { $0 <= 1.3 }
         valueCheck("timer scheduling ≤ 1 µs per timer", MetricID.timerSchedule) { $0 <= 1 }
         valueCheck("timer lateness p99 ≤ 2 ms", MetricID.timerP99) { $0 <= 2_000 }
+        valueCheck("100,000 timers over 200 ms: all fired ≤ 0.25 s after the first schedule", MetricID.timerAllFired) {
+            $0 <= 0.25
+        }
+        ratioCheck("timers all fired no later than libuv's uv_timer_t", [MetricID.timerAllFired], \.ratioLibuv) {
+            $0 <= 1
+        }
         valueCheck("idle loop with no timers: 0 wake-ups/s", MetricID.idleNone) { $0 == 0 }
         valueCheck("idle loop with one 1 Hz timer: 1 wake-up/s", MetricID.idle1Hz) { abs($0 - 1) <= 0.05 }
         return checks

@@ -1,4 +1,4 @@
-import CRawLibevent
+import CRawPeer
 import Dispatch
 import Glibc
 import RunLoopKit
@@ -48,6 +48,8 @@ enum RunLoopKitContender: Contender {
                     for _ in 0..<share { loop.perform { counter.ran() } }
                 case .nothing:
                     for _ in 0..<share { loop.perform { PostCounter.ranCurrent() } }
+                case .typical:
+                    postTypical(share, producer: index, counter: counter) { loop.perform($0) }
                 }
             }
         }

@@ -1,4 +1,4 @@
-import CRawLibevent
+import CRawPeer
 import Dispatch
 import Glibc
 import Synchronization
@@ -126,8 +126,42 @@ enum PostCapture: Sendable {
     /// every block, whatever the run loop does.
     case sharedObject
     /// Nothing: the block reaches the counter through a global. What is left is the run loop's
-    /// own cost (and, for raw libevent, the same workload as the other).
+    /// own cost (and, for the C peers, the same workload as the other).
     case nothing
+    /// What users write: the counter, the producer's `PostTally` and three integers, used by a
+    /// little work on the loop thread. The closure's context is allocated on the producer with
+    /// every post and freed on the loop thread; the C peers post a malloc'd item carrying the
+    /// same values.
+    case typical
+}
+
+/// The second object a typical post captures: one per producer, written on the loop thread.
+final class PostTally: @unchecked Sendable {
+    private var sum = 0  // loop thread only
+    private var count = 0  // loop thread only
+
+    /// On the loop thread: the typical block's work (`raw_typical_run` in C).
+    @inline(never)
+    func add(index: Int, weight: Int, producer: Int) {
+        sum &+= index &* weight &+ producer
+        count += 1
+    }
+}
+
+/// Posts `count` typical closures through `perform`, from producer number `producer`: each
+/// captures `counter`, a tally of this producer's own and three integers.
+@inline(__always)
+func postTypical(
+    _ count: Int, producer: Int, counter: PostCounter, through perform: (@escaping @Sendable () -> Void) -> Void
+) {
+    let tally = PostTally()
+    for position in 0..<count {
+        let weight = position & 7
+        perform {
+            tally.add(index: position, weight: weight, producer: producer)
+            counter.ran()
+        }
+    }
 }
 
 /// The processors the post workload's loop thread and producers are pinned to.

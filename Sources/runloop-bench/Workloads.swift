@@ -54,6 +54,8 @@ enum MetricID {
     static let post4 = "post.4"
     static let post1CaptureFree = "post.1.free"
     static let post4CaptureFree = "post.4.free"
+    static let post1Typical = "post.1.typical"
+    static let post4Typical = "post.4.typical"
     static let pingPongP50 = "pingpong.p50"
     static let pingPongP99 = "pingpong.p99"
     static let pingPongCPU = "pingpong.cpu"
@@ -63,6 +65,7 @@ enum MetricID {
     static let timerP50 = "timers.p50"
     static let timerP99 = "timers.p99"
     static let timerMax = "timers.max"
+    static let timerAllFired = "timers.all"
     static let churn = "churn"
     static let iteration0 = "iteration.0"
     static let iteration6 = "iteration.6"
@@ -103,20 +106,31 @@ enum Workloads {
             Metric(
                 id: MetricID.post4CaptureFree, label: "post, 4 producers, capture-free", unit: "blocks/s",
                 direction: .higherIsBetter),
+            Metric(
+                id: MetricID.post1Typical, label: "post, 1 producer, typical closure", unit: "blocks/s",
+                direction: .higherIsBetter),
+            Metric(
+                id: MetricID.post4Typical, label: "post, 4 producers, typical closure", unit: "blocks/s",
+                direction: .higherIsBetter),
         ], curves: [],
         how: [
             .runLoopKit:
-                "`loop.perform { counter.ran() }` from producer threads to a `LoopThread`: each block captures the run's one counter object (its reference count changes with every post and every run block); capture-free rows: `loop.perform { PostCounter.ranCurrent() }`, which reaches the counter through a global",
+                "`loop.perform { counter.ran() }` from producer threads to a `LoopThread`: each block captures the run's one counter object (its reference count changes with every post and every run block); capture-free rows: `loop.perform { PostCounter.ranCurrent() }`, which reaches the counter through a global; typical-closure rows: the block captures the counter, the producer's tally object and three integers, adds to the tally and counts (its context is allocated with each post and freed on the loop thread)",
             .foundation:
                 "`CFRunLoopPerformBlock` + `CFRunLoopWakeUp` from producer threads to a thread in `CFRunLoopRunInMode`, the same closures",
             .libevent:
-                "mutex-protected queue of (function, context) items + one eventfd write per batch; no reference counts, so the capture-free rows run the same workload again",
+                "mutex-protected queue of (function, context) items + one eventfd write per batch; no reference counts, so the capture-free rows run the same workload again; typical-closure rows: the context is a malloc'd item with the same values, freed on the loop thread",
+            .libuv:
+                "a `uv_async_t` + a mutex-protected list of malloc'd items (each freed on the loop thread after it ran); typical-closure rows: the values in the same item",
+            .glib:
+                "`g_main_context_invoke` from producer threads to a thread owning the `GMainContext` (an idle `GSource` per block); typical-closure rows: a `g_memdup2` copy of the values as its data, freed on the loop thread",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
             let runs: [(Int, PostCapture, String)] = [
                 (1, .sharedObject, MetricID.post1), (4, .sharedObject, MetricID.post4),
                 (1, .nothing, MetricID.post1CaptureFree), (4, .nothing, MetricID.post4CaptureFree),
+                (1, .typical, MetricID.post1Typical), (4, .typical, MetricID.post4Typical),
             ]
             // Resolved once: a placement this machine cannot give fails every figure with its reason.
             let processors = size.postPlacement.processors()
@@ -152,6 +166,8 @@ enum Workloads {
                 "a block on loop A posts to loop B, whose block posts back to A (`perform`); the last two rows turn spinning before sleeping off (`spinLimit = .zero`)",
             .foundation: "the same with `CFRunLoopPerformBlock` + `CFRunLoopWakeUp`",
             .libevent: "the same with the C queue + eventfd of each loop",
+            .libuv: "the same with the `uv_async_t` + queue of each loop",
+            .glib: "the same with `g_main_context_invoke`",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
@@ -199,17 +215,30 @@ enum Workloads {
             Metric(id: MetricID.timerP50, label: "timer lateness p50", unit: "µs", direction: .lowerIsBetter),
             Metric(id: MetricID.timerP99, label: "timer lateness p99", unit: "µs", direction: .lowerIsBetter),
             Metric(id: MetricID.timerMax, label: "timer lateness max", unit: "µs", direction: .lowerIsBetter),
-        ], curves: [(MetricID.timerCurve, "Lateness of one-shot timers")],
+            Metric(
+                id: MetricID.timerAllFired, label: "timers, first schedule to all fired", unit: "s",
+                direction: .lowerIsBetter),
+        ].map { metric in
+            var metric = metric
+            // Where the rounding shows: the typical lateness, and when the last timer fired.
+            if [MetricID.timerP50, MetricID.timerAllFired].contains(metric.id) { metric.notes = millisecondTimers }
+            return metric
+        }, curves: [(MetricID.timerCurve, "Lateness of one-shot timers")],
         how: [
             .runLoopKit: "`LoopTimer(fireAt:)` + `loop.add(_:forMode:)` on the loop's thread, tolerance 0, then `run`",
             .foundation:
                 "`CFRunLoopTimerCreateWithHandler` + `CFRunLoopAddTimer`, tolerance 0, then `CFRunLoopRunInMode`",
             .libevent:
                 "`event_new` + `event_add` (evtimer) on a base with `EVENT_BASE_FLAG_PRECISE_TIMER | EVENT_BASE_FLAG_NOLOCK`",
+            .libuv:
+                "`uv_timer_init` + `uv_timer_start` (timeout in ms from `uv_now`), closed when fired, then `uv_run`",
+            .glib:
+                "`g_timeout_source_new` + `g_source_attach` on the thread's own `GMainContext`, then `g_main_context_iteration`",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
             let ids = [MetricID.timerSchedule, MetricID.timerP50, MetricID.timerP99, MetricID.timerMax]
+            sample.record(MetricID.timerAllFired, allFired(implementation, size))
             switch timersRun(implementation, size) {
             case .success(let run):
                 let summary = Stats.summary(run.lateness)
@@ -241,6 +270,23 @@ enum Workloads {
         return .failure(BenchError(reason: "scheduling took longer than the lead twice"))
     }
 
+    /// The timers of the timers workload with no lead: each due its offset after scheduling
+    /// began. Seconds from the first schedule until the last one fired.
+    static func allFired(_ implementation: Implementation, _ size: BenchmarkSize) -> Outcome<Double> {
+        let offsets = timerOffsets(count: size.timerCount, spread: size.timerSpread)
+        return implementation.contender.timers(offsets: offsets, lead: 0, timeout: size.timeout).map { run in
+            zip(offsets, run.lateness).map { $0 + $1 * 1e-6 }.max() ?? 0
+        }
+    }
+
+    /// libuv's and GLib's timeouts are whole milliseconds.
+    static let millisecondTimers: [Implementation: String] = [
+        .libuv:
+            "timeouts are whole milliseconds from the loop's cached time: each is rounded up to the next, so lateness includes up to 1 ms of rounding",
+        .glib:
+            "timeouts are whole milliseconds (rounded up, as for libuv), and the loop polls with millisecond timeouts",
+    ]
+
     static let churn = Workload(
         number: 4, name: "churn", title: "Timer churn: schedule and invalidate",
         metrics: [
@@ -251,6 +297,10 @@ enum Workloads {
             .foundation:
                 "`CFRunLoopTimerCreateWithHandler` + `CFRunLoopAddTimer`, `CFRunLoopTimerInvalidate` 1,000 timers later",
             .libevent: "`event_new` + `event_add`, `event_free` 1,000 timers later",
+            .libuv:
+                "malloc'd `uv_timer_t`: `uv_timer_init` + `uv_timer_start`, `uv_close` 1,000 timers later (freed by its close callback; `uv_run(UV_RUN_NOWAIT)` every 1,000 timers runs them)",
+            .glib:
+                "`g_timeout_source_new` + `g_source_attach`, `g_source_destroy` + `g_source_unref` 1,000 timers later",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
@@ -271,7 +321,10 @@ enum Workloads {
                 id: MetricID.iteration6, label: "iterations, 6 observers", unit: "iter/s", direction: .higherIsBetter,
                 notes: [
                     .libevent:
-                        "libevent 2.1 has no observers (evwatch is 2.2): its loop calls six function pointers at the same two points of each pass"
+                        "libevent 2.1 has no observers (evwatch is 2.2): its loop calls six function pointers at the same two points of each pass",
+                    .libuv: "six `uv_prepare_t` (before polling) and six `uv_check_t` (after polling) handles",
+                    .glib:
+                        "GLib has no observers: six custom `GSource`s whose prepare and check functions run before and after polling",
                 ]),
             Metric(
                 id: MetricID.iterationMetrics, label: "iterations, metrics on", unit: "iter/s",
@@ -287,6 +340,10 @@ enum Workloads {
                 "a version-0 `CFRunLoopSource` that signals itself; `CFRunLoopObserverCreateWithHandler` on all activities",
             .libevent:
                 "an event that re-activates itself (`event_active`) and ends the pass; a C driver loop calls six function pointers before timers and before sources (libevent 2.1 has no observers), then `event_base_loop(EVLOOP_NONBLOCK)`",
+            .libuv:
+                "a `uv_idle_t` (the loop polls without blocking while it is active) and a `uv_async_t` registered, `uv_run(UV_RUN_DEFAULT)`; observers: `uv_prepare_t` + `uv_check_t`",
+            .glib:
+                "an idle `GSource` that stays ready, `g_main_context_iteration(context, FALSE)` in a loop; observers: custom `GSource`s (prepare and check)",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
@@ -328,6 +385,9 @@ enum Workloads {
             .foundation:
                 "`CFSocket` read callbacks (swift-corelibs-foundation serves them from a helper `select()` thread)",
             .libevent: "a persistent `EV_READ` event on each end, on two raw loops",
+            .libuv: "a `uv_poll_t` (`UV_READABLE`) on each end, on two loop threads",
+            .glib:
+                "`g_unix_fd_source_new` (`G_IO_IN`, what `g_unix_fd_add` attaches to the default context) on each end, attached to two loop threads' contexts",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
@@ -349,9 +409,12 @@ enum Workloads {
             .foundation:
                 "`afterWaiting` CFRunLoopObserver callouts of a loop kept alive by an unsignalled version-0 source",
             .libevent: "`event_base_loop(EVLOOP_ONCE)` returns of a base with only its wake-up eventfd registered",
+            .libuv: "`uv_run(UV_RUN_ONCE)` returns of a loop with only its `uv_async_t` (and the timer)",
+            .glib:
+                "`g_main_context_iteration(context, TRUE)` returns of a context with only its own wake-up (and the timer)",
         ],
         runner: .together { size in
-            // Six idle loops (three implementations, with and without the timer) share one window.
+            // Ten idle loops (five implementations, with and without the timer) share one window.
             var probes: [(Implementation, String, Outcome<any IdleProbe>)] = []
             for implementation in Implementation.allCases {
                 probes.append((implementation, MetricID.idleNone, implementation.contender.startIdle(withTimer: false)))
@@ -392,6 +455,9 @@ enum Workloads {
             .foundation:
                 "RSS delta over pending `CFRunLoopTimer`s in one run loop, and over threads asleep in `CFRunLoopRunInMode`",
             .libevent: "RSS delta over pending evtimers on one base, and over threads asleep in `event_base_loop`",
+            .libuv: "RSS delta over pending malloc'd `uv_timer_t`s on one loop, and over threads asleep in `uv_run`",
+            .glib:
+                "RSS delta over pending timeout sources on one context, and over threads asleep in `g_main_context_iteration`",
         ],
         runner: .each { implementation, size in
             var sample = Sample()

@@ -67,7 +67,7 @@ import Testing
             let value = figure(id, .runLoopKit)
             #expect((value ?? 0) > 0, "\(id): \(String(describing: value))")
             let metric = Self.report.metrics.first { $0.id == id }
-            for implementation in [Implementation.foundation, .libevent] {
+            for implementation in Implementation.peers {
                 #expect(metric?.median(implementation) == nil)
                 #expect(metric?.missing[implementation.rawValue]?.isEmpty == false, "\(id) on \(implementation)")
             }
@@ -77,7 +77,8 @@ import Testing
     @Test(arguments: Implementation.allCases)
     func ratesArePositive(_ implementation: Implementation) {
         for id in [
-            MetricID.post1, MetricID.post4, MetricID.post1CaptureFree, MetricID.post4CaptureFree, MetricID.churn,
+            MetricID.post1, MetricID.post4, MetricID.post1CaptureFree, MetricID.post4CaptureFree,
+            MetricID.post1Typical, MetricID.post4Typical, MetricID.churn,
             MetricID.iteration0, MetricID.iteration6, MetricID.descriptor,
         ] {
             let value = figure(id, implementation)
@@ -122,6 +123,10 @@ import Testing
         #expect(schedule > 0)
         #expect(late50 <= late99)
         #expect(late99 <= lateMax)
+        // Every timer is due by the end of the spread, and none fires before it is due.
+        let allFired = try #require(figure(MetricID.timerAllFired, implementation))
+        #expect(allFired >= BenchmarkSize.tiny.timerSpread * 0.99)
+        #expect(allFired < BenchmarkSize.tiny.timerSpread + BenchmarkSize.tiny.timeout)
         if implementation != .foundation {
             // Never before the fire date (Foundation's fire dates are wall-clock times, so a clock
             // step could show as a small negative lateness there).
@@ -154,12 +159,13 @@ import Testing
         }
     }
 
-    @Test func ratiosAreRunLoopKitOverTheOthers() throws {
+    @Test(arguments: Implementation.peers)
+    func ratiosAreRunLoopKitOverTheOthers(_ peer: Implementation) throws {
         for metric in Self.report.metrics {
-            guard let own = metric.median(.runLoopKit), let other = metric.median(.foundation), other != 0 else {
+            guard let own = metric.median(.runLoopKit), let other = metric.median(peer), other != 0 else {
                 continue
             }
-            let ratio = try #require(metric.ratioFoundation)
+            let ratio = try #require(metric.ratio(to: peer))
             #expect(abs(ratio - own / other) <= 1e-9 * max(1, abs(ratio)))
         }
     }
@@ -167,6 +173,9 @@ import Testing
     @Test func outputsAreWritten() throws {
         let table = Self.report.table()
         for metric in Self.report.metrics { #expect(table.contains(metric.label)) }
+        for peer in Implementation.peers { #expect(table.contains("RLK/\(peer.shortName)")) }
+        #expect(Self.report.heading().contains("libuv \(LibuvContender.version)"))
+        #expect(Self.report.heading().contains("GLib \(GLibContender.version)"))
         #expect(!Self.report.targetChecks().isEmpty)
 
         let data = try Self.report.json()
@@ -216,12 +225,13 @@ import Testing
     @Test func commandLineOptions() throws {
         let options = try CommandLineTool.parse([
             "--quick", "--filter", "post", "--filter", "3", "--json", "out.json", "--no-charts", "--only", "libevent",
+            "--only", "glib",
         ])
         #expect(options.size.name == "quick")
         #expect(options.filters == ["post", "3"])
         #expect(options.jsonPath == "out.json")
         #expect(options.chartsDirectory == nil)
-        #expect(options.implementations == [.libevent])
+        #expect(options.implementations == [.libevent, .glib])
         #expect(throws: CommandLineTool.UsageError.self) { try CommandLineTool.parse(["--bogus"]) }
         let tuned = try CommandLineTool.parse(["--set", "timerSpread=0", "--set", "timerCount=10"])
         #expect(tuned.size.timerSpread == 0)

@@ -1,0 +1,269 @@
+// The timer, busy-loop and memory workloads on libevent 2.1 (include/raw_libevent.h).
+
+#define _GNU_SOURCE
+// System headers before event2/*.h (Debian's event-config.h defines _GNU_SOURCE).
+#include <sys/types.h>
+#include <sys/time.h>
+#include <sys/eventfd.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "raw_libevent_workloads.h"
+
+// MARK: Helpers
+
+static struct timeval timeval_from(double seconds) {
+    if (seconds < 0) seconds = 0;
+    struct timeval tv;
+    tv.tv_sec = (time_t)seconds;
+    // Rounded up to the next microsecond: a timer must never be asked to fire early.
+    long usec = (long)((seconds - (double)tv.tv_sec) * 1e6 + 0.999);
+    if (usec >= 1000000) {
+        tv.tv_sec += 1;
+        usec -= 1000000;
+    }
+    tv.tv_usec = usec;
+    return tv;
+}
+
+struct event_base *lev_new_base(int precise) {
+    struct event_config *config = event_config_new();
+    if (!config) return NULL;
+    event_config_set_flag(config, EVENT_BASE_FLAG_NOLOCK);
+    if (precise) event_config_set_flag(config, EVENT_BASE_FLAG_PRECISE_TIMER);
+    struct event_base *base = event_base_new_with_config(config);
+    event_config_free(config);
+    return base;
+}
+
+// MARK: Workload 3: timers, scheduling cost and lateness
+
+typedef struct timers_state timers_state;
+
+typedef struct {
+    timers_state *state;
+    struct event *event;
+    double due;
+    int index;
+} timer_context;
+
+struct timers_state {
+    struct event_base *base;
+    double *lateness_us;
+    int count;
+    int fired;
+};
+
+static void timer_fired(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    double now = raw_mono_now();
+    timer_context *timer = arg;
+    timers_state *state = timer->state;
+    state->lateness_us[timer->index] = (now - timer->due) * 1e6;
+    event_free(timer->event);
+    timer->event = NULL;
+    if (++state->fired == state->count) event_base_loopbreak(state->base);
+}
+
+static void timers_give_up(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    event_base_loopbreak(arg);
+}
+
+raw_timers_result lev_timers(int count, const double *offsets, double lead_seconds, double *lateness_us,
+                             double timeout_seconds) {
+    raw_timers_result result = {0, 0, 0, 0};
+    if (count < 1) return result;
+    struct event_base *base = lev_new_base(1);
+    if (!base) return result;
+    timer_context *timers = calloc((size_t)count, sizeof *timers);
+    if (!timers) {
+        event_base_free(base);
+        return result;
+    }
+    timers_state state = {.base = base, .lateness_us = lateness_us, .count = count};
+    double first = raw_mono_now() + lead_seconds;
+    double last_offset = 0;
+    for (int i = 0; i < count; i++) {
+        timers[i].state = &state;
+        timers[i].due = first + offsets[i];
+        timers[i].index = i;
+        if (offsets[i] > last_offset) last_offset = offsets[i];
+    }
+
+    double start = raw_mono_now();
+    for (int i = 0; i < count; i++) {
+        struct event *event = event_new(base, -1, 0, timer_fired, &timers[i]);
+        timers[i].event = event;
+        struct timeval delay = timeval_from(timers[i].due - raw_mono_now());
+        event_add(event, &delay);
+    }
+    double end = raw_mono_now();
+
+    struct event *give_up = event_new(base, -1, 0, timers_give_up, base);
+    struct timeval limit = timeval_from(first + last_offset + timeout_seconds - raw_mono_now());
+    event_add(give_up, &limit);
+    event_base_dispatch(base);
+    event_free(give_up);
+    for (int i = 0; i < count; i++) {
+        if (timers[i].event) event_free(timers[i].event);
+    }
+    event_base_free(base);
+    free(timers);
+
+    return raw_timers_outcome(state.fired, count, start, end, first);
+}
+
+// MARK: Workload 4: timer churn
+
+static void never_fires(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+raw_churn_result lev_timer_churn(long long timers, int window) {
+    raw_churn_result result = {0, 0};
+    if (timers < 1 || window < 1) return result;
+    struct event_base *base = lev_new_base(1);
+    if (!base) return result;
+    struct event **ring = calloc((size_t)window, sizeof *ring);
+    if (!ring) {
+        event_base_free(base);
+        return result;
+    }
+    double start = raw_mono_now();
+    for (long long i = 0; i < timers; i++) {
+        struct event *event = event_new(base, -1, 0, never_fires, NULL);
+        // An hour away, jittered so that the heap is not fed in order.
+        struct timeval delay = {3600, (suseconds_t)((i * 7919) % 1000000)};
+        event_add(event, &delay);
+        size_t slot = (size_t)(i % window);
+        if (ring[slot]) event_free(ring[slot]);  // event_free deletes a pending event first
+        ring[slot] = event;
+    }
+    for (int slot = 0; slot < window; slot++) {
+        if (ring[slot]) event_free(ring[slot]);
+    }
+    double end = raw_mono_now();
+    free(ring);
+    event_base_free(base);
+    result.ok = 1;
+    result.seconds = end - start;
+    return result;
+}
+
+// MARK: Workload 5: iteration overhead
+
+typedef struct {
+    struct event_base *base;
+    struct event *event;
+    long long performed;
+} busy_state;
+
+static void busy_perform(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    busy_state *state = arg;
+    state->performed++;
+    // Re-signal, and end this pass: the next one polls the kernel again, as a run-loop pass does.
+    event_active(state->event, EV_TIMEOUT, 1);
+    event_base_loopbreak(state->base);
+}
+
+static long long observer_calls;
+
+static void observer_callout(int activity) {
+    (void)activity;
+    observer_calls++;
+}
+
+// Called through a volatile table so that the calls are real calls, as a run loop's are.
+static void (*volatile observer_table[16])(int) = {
+    observer_callout, observer_callout, observer_callout, observer_callout,
+    observer_callout, observer_callout, observer_callout, observer_callout,
+    observer_callout, observer_callout, observer_callout, observer_callout,
+    observer_callout, observer_callout, observer_callout, observer_callout,
+};
+
+raw_iteration_result lev_iteration(double seconds, int observers) {
+    raw_iteration_result result = {0, 0, 0, 0};
+    if (observers < 0 || observers > 16) return result;
+    struct event_base *base = lev_new_base(0);
+    if (!base) return result;
+    // The same descriptor a cross-thread loop keeps registered: the poll is not of an empty set.
+    int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct event *wake = event_new(base, wake_fd, EV_READ | EV_PERSIST, never_fires, NULL);
+    event_add(wake, NULL);
+    busy_state state = {.base = base};
+    state.event = event_new(base, -1, 0, busy_perform, &state);
+    event_active(state.event, EV_TIMEOUT, 1);
+    observer_calls = 0;
+
+    double start = raw_mono_now();
+    double deadline = start + seconds;
+    for (long long pass = 1;; pass++) {
+        for (int o = 0; o < observers; o++) observer_table[o](1);  // before timers
+        for (int o = 0; o < observers; o++) observer_table[o](2);  // before sources
+        event_base_loop(base, EVLOOP_NONBLOCK);
+        if ((pass & 255) == 0 && raw_mono_now() >= deadline) break;
+    }
+    double end = raw_mono_now();
+
+    event_free(state.event);
+    event_free(wake);
+    close(wake_fd);
+    event_base_free(base);
+    result.ok = 1;
+    result.seconds = end - start;
+    result.iterations = state.performed;
+    result.observer_calls = observer_calls;
+    return result;
+}
+
+// MARK: Workload 8: memory
+
+typedef struct {
+    struct event_base *base;
+    struct event **events;
+    int count;
+} timer_set;
+
+void *lev_timer_set_new(int count) {
+    timer_set *set = calloc(1, sizeof *set);
+    if (!set) return NULL;
+    set->base = lev_new_base(1);
+    set->events = calloc((size_t)(count > 0 ? count : 1), sizeof *set->events);
+    set->count = count;
+    if (!set->base || !set->events) {
+        if (set->base) event_base_free(set->base);
+        free(set->events);
+        free(set);
+        return NULL;
+    }
+    return set;
+}
+
+void lev_timer_set_fill(void *opaque) {
+    timer_set *set = opaque;
+    for (int i = 0; i < set->count; i++) {
+        set->events[i] = event_new(set->base, -1, 0, never_fires, NULL);
+        struct timeval delay = {3600, (suseconds_t)((i * 7919) % 1000000)};
+        event_add(set->events[i], &delay);
+    }
+}
+
+void lev_timer_set_free(void *opaque) {
+    timer_set *set = opaque;
+    if (!set) return;
+    for (int i = 0; i < set->count; i++) {
+        if (set->events[i]) event_free(set->events[i]);
+    }
+    event_base_free(set->base);
+    free(set->events);
+    free(set);
+}
