@@ -18,9 +18,12 @@ let package = Package(
             pkgConfig: "libevent_core",
             providers: [.apt(["libevent-dev"])]
         ),
+        // The Linux calls beyond libevent (eventfd, timerfd, signal routing, pidfds, accept4, the
+        // main-queue hooks), wrapped once; only Platform/Platform.swift of RunLoopKit imports it.
+        .target(name: "CPlatform"),
         .target(
             name: "RunLoopKit",
-            dependencies: ["CLibevent"]
+            dependencies: ["CLibevent", "CPlatform"]
         ),
         // Opt-in: Loop.main as the program's main executor (Swift 6.3's experimental hooks).
         .target(

@@ -86,7 +86,7 @@ extension Atomic where Value == Bool {
             if spins >= 64 {
                 sched_yield()
             } else {
-                LibeventBackend.cpuRelax()
+                Platform.cpuRelax()
             }
         }
     }

@@ -35,6 +35,7 @@ extension Loop {
     @discardableResult
     public func run(mode: Mode, until deadline: ContinuousClock.Instant) -> Bool {
         preconditionLoopThread("Loop.run(mode:until:)")
+        collectPosts()
         guard mode != .common, !isFinished(mode) else { return false }
         runSpecific(mode, deadline: RunDeadline(at: deadline), returnAfterSourceHandled: true)
         return true
@@ -81,6 +82,7 @@ extension Loop {
     @discardableResult
     func runSpecific(_ mode: Mode, deadline: RunDeadline, returnAfterSourceHandled: Bool) -> RunResult {
         // 1. A missing or empty mode (observers do not count) returns at once, with no callouts.
+        collectPosts()
         guard mode != .common, !isFinished(mode) else { return .finished }
         let backend = ensureBackend()
         refreshInstruments()
@@ -122,42 +124,16 @@ extension Loop {
         var handledSource = performSources(in: mode, ports: false)
         if handledSource { runBlocks(in: mode) }
 
-        // 2.4 Poll without blocking, if the kernel may know of something the loop does not (a
-        // watched descriptor or the main queue); sleep only if nothing is ready and nothing is owed.
-        syncDescriptors(for: mode, backend)
-        var events = backend.hasPollableEvents ? backend.pollNow() : BackendEvents()
-        if !handledSource, !deadline.pollOnly, events.isEmpty, !hasWorkBeforeSleeping(mode, frame, deadline) {
-            notify(.beforeWaiting, in: mode)
-            // A beforeWaiting observer may have queued work or stopped the run: do not sleep on it.
-            if !hasWorkBeforeSleeping(mode, frame, deadline) {
-                syncDescriptors(for: mode, backend)
-                let wake = earliest(earliest(view(of: mode).nextWake, deadline.ticks), scheduledWakeTime)
-                instrumentWait(true)
-                // Recent waits short: poll in user space first (Loop+Spin.swift).
-                let spins = maySpin(backend)
-                let waitStart = spins ? TickClock.now : 0
-                let spin = spins ? spinBeforeSleeping(until: wake, startedAt: waitStart) : .sleep
-                if spin == .sleep || spin == .expired {
-                    waiting.store(true, ordering: .releasing)
-                    events = backend.wait(until: wake)
-                    waiting.store(false, ordering: .releasing)
-                }
-                if spins {
-                    recordWait(from: waitStart, to: TickClock.now, woken: spin == .woken || events.woken)
-                }
-                instrumentWait(false)
-            }
-            notify(.afterWaiting, in: mode)
-        }
-        if events.woken { takeInbox(consumedWakeUp: true) }
+        // 2.4 Poll, and sleep if nothing is ready and nothing is owed.
+        let events = waitForEvents(
+            in: mode, frame: frame, deadline: deadline, backend: backend, mayWait: !handledSource)
 
         // 2.5 Due timers in fire-date order (due scheduled blocks join the pending blocks, for
-        // 2.6), then every ready descriptor (not one per wake-up), then the ports with messages.
+        // 2.6), then every ready descriptor (not one per wake-up), then the ports with messages,
+        // then the main queue.
         fireTimers(in: mode)
         takeDueScheduledBlocks()
-        if !events.ready.isEmpty, serveDescriptors(events.ready, in: mode) {
-            handledSource = true
-        }
+        if !events.ready.isEmpty, serveDescriptors(events.ready, in: mode) { handledSource = true }
         if performSources(in: mode, ports: true) { handledSource = true }
         if events.mainQueueReady { mainQueuePending = true }
         if drainMainQueue(in: mode) { handledSource = true }
@@ -169,17 +145,63 @@ extension Loop {
         if handledSource && returnAfterSourceHandled { return .handledSource }
         if deadline.ticks != nil && deadline.hasPassed(TickClock.now) { return .timedOut }
         if frame.stopped.load(ordering: .acquiring) { return .stopped }
+        collectPosts()
         if isFinished(mode) { return .finished }
-        handledSource = false
         return nil
     }
 
+    /// Step 2.4: polls the backend without blocking if the kernel may know of something the loop
+    /// does not (a watched descriptor or the main queue); then, if nothing is ready, `mayWait` and
+    /// nothing is owed, `beforeWaiting`, a sleep, `afterWaiting`.
+    private func waitForEvents(
+        in mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: LibeventBackend, mayWait: Bool
+    ) -> BackendEvents {
+        syncDescriptors(for: mode, backend)
+        var events = backend.hasPollableEvents ? backend.pollNow() : BackendEvents()
+        if mayWait, !deadline.pollOnly, events.isEmpty, readyToSleep(in: mode, frame, deadline) {
+            notify(.beforeWaiting, in: mode)
+            // A beforeWaiting observer may have queued work or stopped the run: do not sleep on it.
+            if readyToSleep(in: mode, frame, deadline) {
+                events = sleep(in: mode, deadline: deadline, backend: backend)
+            }
+            notify(.afterWaiting, in: mode)
+        }
+        if events.woken { collectPosts(consumedWakeUp: true) }
+        return events
+    }
+
+    /// Collects what other threads posted (reading away a wake-up written only to announce it),
+    /// then says whether nothing keeps the loop from sleeping.
+    private func readyToSleep(in mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
+        inbox.prepareToSleep(into: &pendingBlocks)
+        return !hasWorkBeforeSleeping(mode, frame, deadline)
+    }
+
+    /// Sleeps in the kernel until an event, the mode's next timer, the next scheduled block or the
+    /// deadline, after polling in user space first if recent waits were short (`Loop+Spin.swift`).
+    private func sleep(in mode: Mode, deadline: RunDeadline, backend: LibeventBackend) -> BackendEvents {
+        syncDescriptors(for: mode, backend)
+        let wake = earliest(earliest(view(of: mode).nextWake, deadline.ticks), scheduledWakeTime)
+        instrumentWait(true)
+        defer { instrumentWait(false) }
+        let spins = maySpin(backend)
+        let waitStart = spins ? TickClock.now : 0
+        let spin = spins ? spinBeforeSleeping(until: wake, startedAt: waitStart) : .sleep
+        var events = BackendEvents()
+        if spin == .sleep || spin == .expired {
+            events = inbox.sleeping { backend.wait(until: wake) }
+        }
+        if spins {
+            recordWait(from: waitStart, to: TickClock.now, woken: spin == .woken || events.woken)
+        }
+        return events
+    }
+
     /// Whether the loop must not sleep: a stop, a signalled source, an instrument attached or
-    /// detached, a runnable block, a due timer, a passed deadline, or a mode left empty (its last
-    /// block ran): step 7 then returns at once instead of sleeping until the timeout on a mode
-    /// nothing can wake.
+    /// detached, a runnable block, a due timer or scheduled block, a passed deadline, or a mode
+    /// left empty (its last block ran): step 7 then returns at once instead of sleeping until the
+    /// timeout on a mode nothing can wake. Reads only; posts are collected by the caller.
     private func hasWorkBeforeSleeping(_ mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
-        takeInboxBeforeSleeping()
         if frame.stopped.load(ordering: .acquiring) || sourceSignalled.load(ordering: .acquiring) { return true }
         // An instrument attached or detached from another thread: pick it up (step 2.1) first.
         if instrumentsChanged.load(ordering: .acquiring) { return true }
@@ -204,20 +226,21 @@ extension Loop {
         return !view.hasSourcesOrTimers && !hasScheduledBlocks(for: mode, isCommon: view.isCommon)
     }
 
-    /// Whether `mode` has nothing to serve: no sources, timers or blocks that may run in it.
+    /// Whether `mode` has nothing to serve: no sources, timers, collected blocks or scheduled
+    /// blocks that may run in it. Reads only (call `collectPosts()` first for posts not yet seen).
     func isFinished(_ mode: Mode) -> Bool {
         if mode == .common { return true }
         // The main loop serves the main dispatch queue in every common mode: never empty there.
         let view = view(of: mode)
         if isMainLoop && view.isCommon { return false }
         if view.hasSourcesOrTimers { return false }
-        return !hasBlocks(for: mode) && !hasScheduledBlocks(for: mode, isCommon: view.isCommon)
+        return !hasPendingBlocks(for: mode) && !hasScheduledBlocks(for: mode, isCommon: view.isCommon)
     }
 
     func ensureBackend() -> LibeventBackend {
         if let backend { return backend }
         do {
-            let backend = try LibeventBackend(wakeDescriptor: wakeDescriptor)
+            let backend = try LibeventBackend(wakeDescriptor: inbox.descriptor)
             if isMainLoop {
                 try backend.watchMainQueue()
                 mainQueuePending = true  // work queued before the handle existed
@@ -248,7 +271,7 @@ extension Loop {
         guard mainQueuePending, mayDrainMainQueue(in: mode) else { return false }
         mainQueuePending = false
         drainingMainQueue = true
-        callOut(.mainQueue) { LibeventBackend.drainMainQueue() }
+        callOut(.mainQueue) { Platform.drainMainQueue() }
         drainingMainQueue = false
         return true
     }

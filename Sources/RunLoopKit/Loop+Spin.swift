@@ -9,10 +9,10 @@ import Synchronization
 // replies, an executor hopping between actors) pays that on every exchange. Such a loop first
 // polls for work in user space for at most `spinLimit`, and only then sleeps.
 //
-// The protocol, under the inbox lock: the loop marks the inbox `spinning` only if nothing is
-// posted and no wake-up is pending. A wake-up (a post, a signal, a port message, stop, wakeUp)
-// that finds `spinning` set stores `spinKick` instead of writing the eventfd and leaves no
-// wake-up pending. The loop clears `spinning` under the lock before it sleeps, so a wake-up after
+// The protocol is the inbox's (`Core/Inbox.swift`): the loop marks the inbox `spinning` only if
+// nothing is posted and no wake-up is pending. A wake-up (a post, a signal, a port message, stop,
+// wakeUp) that finds it spinning stores a kick instead of writing the eventfd and leaves no
+// wake-up pending. The loop ends the spin under the lock before it sleeps, so a wake-up after
 // that writes the eventfd as usual: nothing is ever slept on.
 //
 // The loop spins only when its recent waits were short and ended by another thread (an idle
@@ -99,20 +99,14 @@ extension Loop {
             end = wake
             endsAtWake = true
         }
-        spinKick.store(false, ordering: .relaxed)
         // Only from a quiet inbox: a pending wake-up has its eventfd write, which the sleep takes.
-        let spinning = inbox.withLock { inbox in
-            guard !inbox.closed, !inbox.wakePending, inbox.blocks.isEmpty else { return false }
-            inbox.spinning = true
-            return true
-        }
-        guard spinning else { return .sleep }
+        guard inbox.beginSpin() else { return .sleep }
         spinsStarted += 1
         var now = start
         var descheduled = false
         while now < end {
-            if spinKick.load(ordering: .acquiring) { break }
-            LibeventBackend.cpuRelax()
+            if inbox.wasKicked { break }
+            Platform.cpuRelax()
             let previous = now
             now = TickClock.now
             if now - previous > Loop.spinPreemptionGap {
@@ -120,9 +114,9 @@ extension Loop {
                 break
             }
         }
-        inbox.withLock { $0.spinning = false }
+        inbox.endSpin()
         // A kick stored before the unlock is visible here (it was stored under the lock).
-        if spinKick.load(ordering: .acquiring) {
+        if inbox.wasKicked {
             spinBackoffLength /= 2
             return .woken
         }

@@ -14,17 +14,12 @@ public final class Loop: @unchecked Sendable {
     let state: Locked<State>
     /// The mode tables' change counter (`state.version`), read without taking the lock.
     let tablesVersion: TableVersion
-    /// Blocks posted from any thread plus the coalesced wake-up flag (see `Loop+Perform.swift`).
-    /// Held for an append or a buffer swap by every posting thread: a lock word beside the value
-    /// (see `WordLocked`), not a pthread mutex.
-    let inbox = WordLocked(Inbox())
+    /// Blocks posted from any thread and the loop's coalesced wake-up (see `Core/Inbox.swift`).
+    let inbox: Inbox
     /// Set by `LoopSource.signal()` so the loop scans its sources only when one was signalled.
     let sourceSignalled = Atomic<Bool>(false)
     /// The same for ports' sources, served in another step.
     let portSignalled = Atomic<Bool>(false)
-    let waiting = Atomic<Bool>(false)
-    /// Set by a wake-up while the loop spins before sleeping (see `Loop+Spin.swift`).
-    let spinKick = Atomic<Bool>(false)
     /// `spinLimit` in nanoseconds.
     let spinLimitNanoseconds = Atomic<Int64>(Loop.defaultSpinLimitNanoseconds)
     /// Bumped by every removal of an item: lets a batch of ready descriptors skip re-checking
@@ -37,8 +32,6 @@ public final class Loop: @unchecked Sendable {
     let instrumentsAttached = Atomic<Bool>(false)
     /// The recorder behind `metrics`, while `collectsMetrics` is on.
     let metricsRecorder = Locked<MetricsRecorder?>(nil)
-    /// The eventfd other threads write to end a sleep; registered with libevent by the backend.
-    let wakeDescriptor: Int32
     /// True for `Loop.main`, bound to the process's main thread.
     let isMainLoop: Bool
     /// Set by `end()`: mirrors `Inbox.closed` and `State.ended` for readers that take no lock.
@@ -64,9 +57,6 @@ public final class Loop: @unchecked Sendable {
     @exclusivity(unchecked) var backend: LibeventBackend?
     /// Blocks moved out of the inbox that wait for a mode that is not running.
     @exclusivity(unchecked) var pendingBlocks = BlockBuffer()
-    /// An empty block buffer, swapped with the inbox's when posts are taken (always empty between
-    /// takes).
-    @exclusivity(unchecked) var spareBlocks = BlockBuffer()
     /// An empty block buffer for `runBlocks` to move a batch into and run it from; nil while a
     /// batch runs (a nested run then makes its own).
     @exclusivity(unchecked) var runnableSpare: BlockBuffer? = BlockBuffer()
@@ -98,12 +88,7 @@ public final class Loop: @unchecked Sendable {
         let version = TableVersion()
         self.tablesVersion = version
         self.state = Locked(State(version: version))
-        self.wakeDescriptor = LibeventBackend.makeWakeDescriptor()
-    }
-
-    deinit {
-        // Closed here, not at teardown: another thread may still be about to write it.
-        close(wakeDescriptor)
+        self.inbox = Inbox(descriptor: Platform.makeEventDescriptor())
     }
 
     // MARK: Per-thread loops
@@ -115,7 +100,7 @@ public final class Loop: @unchecked Sendable {
         if let raw = pthread_getspecific(ThreadSlot.key) {
             return Unmanaged<Loop>.fromOpaque(raw).takeUnretainedValue()
         }
-        let loop = LibeventBackend.isMainThread ? Loop.main : Loop(isMainLoop: false)
+        let loop = Platform.isMainThread ? Loop.main : Loop(isMainLoop: false)
         pthread_setspecific(ThreadSlot.key, Unmanaged.passRetained(loop).toOpaque())
         return loop
     }
@@ -131,7 +116,7 @@ public final class Loop: @unchecked Sendable {
         if let raw = pthread_getspecific(threadKey) {
             return raw == Unmanaged.passUnretained(self).toOpaque()
         }
-        return isMainLoop && LibeventBackend.isMainThread
+        return isMainLoop && Platform.isMainThread
     }
 
     func preconditionLoopThread(_ what: @autoclosure () -> String) {
@@ -153,7 +138,7 @@ public final class Loop: @unchecked Sendable {
     /// Whether the loop's thread is asleep in the kernel waiting for an event.
     ///
     /// Any thread; the answer may be stale by the time it is read.
-    public var isWaiting: Bool { waiting.load(ordering: .acquiring) }
+    public var isWaiting: Bool { inbox.isAsleep }
 
     /// The modes that `.common` stands for; starts as `[.default, .tracking]`.
     ///
@@ -192,7 +177,7 @@ public final class Loop: @unchecked Sendable {
     func end() {
         // The flag first: `attach` reads it under the registry's lock, after which it is emptied.
         endedFlag.store(true, ordering: .releasing)
-        inbox.withLock { $0.closed = true }
+        inbox.close()
         state.withLock { $0.ended = true }
         instrumentRegistry.withLock { $0.removeAll() }
     }
@@ -204,10 +189,7 @@ public final class Loop: @unchecked Sendable {
         end()
         closeScheduledQueue()
         // Released outside the lock: a closure's deinit may post to this loop (and be refused).
-        let orphans: BlockBuffer = inbox.withLock { inbox in
-            defer { inbox.blocks = BlockBuffer(capacity: 1) }
-            return inbox.blocks
-        }
+        let orphans = inbox.takeOrphans()
         orphans.append(movingFrom: pendingBlocks)
         pendingBlocks = BlockBuffer(capacity: 1)
         runnableSpare = nil
@@ -227,8 +209,8 @@ public final class Loop: @unchecked Sendable {
         for item in items { item.loopDidTearDown() }
         withExtendedLifetime((old, released)) {}
         backend = nil
-        // The eventfd is closed when the Loop object goes (see deinit): another thread holding the
-        // loop may be writing it right now, and a closed descriptor number could be reused.
+        // The eventfd is closed when the inbox goes, with the Loop object: another thread holding
+        // the loop may be writing it right now, and a closed descriptor number could be reused.
     }
 }
 

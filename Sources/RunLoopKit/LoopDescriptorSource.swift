@@ -58,7 +58,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         fileDescriptor: Int32, events: Events,
         _ handler: @escaping (LoopDescriptorSource, Events) -> Void
     ) throws(LoopError) {
-        try LibeventBackend.validateWatchable(fileDescriptor)
+        try Platform.validateWatchable(fileDescriptor)
         self.init(unchecked: fileDescriptor, events: events, closesDescriptor: false, handler)
     }
 
@@ -141,7 +141,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         }
         guard first else { return }
         beforeClosing?()
-        LibeventBackend.closeDescriptor(fileDescriptor)
+        Platform.closeDescriptor(fileDescriptor)
     }
 
     // MARK: Loop machinery

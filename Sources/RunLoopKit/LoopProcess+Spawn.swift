@@ -1,52 +1,13 @@
 import Glibc
 
-// Starting a child and the system calls around its pidfd.
-//
-// glibc 2.36 has `pidfd_open`, `pidfd_send_signal`, `posix_spawn_file_actions_addclosefrom_np` and
-// `posix_spawn_file_actions_addchdir_np`, but Swift's Glibc module does not import them (nor the
-// variadic `syscall`), so they are looked up once by name and called through C function pointers.
+// Starting a child and the system calls around its pidfd (the calls Swift's Glibc module does
+// not import are wrapped in `Platform`).
 
-/// The glibc functions that Swift's Glibc module does not import.
+/// What a process does with its pidfd.
 enum ProcessCalls {
-    typealias PidfdOpen = @convention(c) (pid_t, UInt32) -> Int32
-    typealias PidfdSendSignal = @convention(c) (Int32, Int32, UnsafeMutablePointer<siginfo_t>?, UInt32) -> Int32
-    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-    typealias AddChdir =
-        @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
-
-    struct Table: @unchecked Sendable {  // C function pointers, never changed after the look-up
-        let pidfdOpen: PidfdOpen?
-        let pidfdSendSignal: PidfdSendSignal?
-        let addCloseFrom: AddCloseFrom?
-        let addChdir: AddChdir?
-    }
-
-    static let table: Table = {
-        let handle = dlopen(nil, RTLD_NOW)
-        func symbol<F>(_ name: String, as type: F.Type) -> F? {
-            dlsym(handle, name).map { unsafeBitCast($0, to: type) }
-        }
-        return Table(
-            pidfdOpen: symbol("pidfd_open", as: PidfdOpen.self),
-            pidfdSendSignal: symbol("pidfd_send_signal", as: PidfdSendSignal.self),
-            addCloseFrom: symbol("posix_spawn_file_actions_addclosefrom_np", as: AddCloseFrom.self),
-            addChdir: symbol("posix_spawn_file_actions_addchdir_np", as: AddChdir.self))
-    }()
-
-    /// The functions a process needs, or a `LoopError` naming the one this C library lacks.
-    static func required() throws(LoopError) -> (PidfdOpen, AddCloseFrom, AddChdir) {
-        let table = self.table
-        guard let open = table.pidfdOpen, let closeFrom = table.addCloseFrom, let chdir = table.addChdir else {
-            throw LoopError(
-                "LoopProcess needs glibc 2.36 or later (pidfd_open, posix_spawn_file_actions_addclosefrom_np)")
-        }
-        return (open, closeFrom, chdir)
-    }
-
     /// `pidfd_send_signal(pidfd, signal, NULL, 0)`; errno on failure.
     static func sendSignal(_ pidfd: Int32, _ signal: Int32) -> Int32? {
-        guard let send = table.pidfdSendSignal else { return ENOSYS }
-        return send(pidfd, signal, nil, 0) == 0 ? nil : errno
+        Platform.pidfdSendSignal(pidfd, signal)
     }
 
     /// `waitid(P_PIDFD, pidfd, WEXITED | WNOHANG)`: the child's status if it has exited (and is
@@ -80,19 +41,18 @@ extension LoopProcess {
         executable: String, arguments: [String], environment: [String: String]?, workingDirectory: String?,
         stdio: [Stdio]
     ) throws(LoopError) -> (pid: pid_t, pidfd: Int32) {
-        let (pidfdOpen, addCloseFrom, addChdir) = try ProcessCalls.required()
         if let workingDirectory { try checkDirectory(workingDirectory) }
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         if let workingDirectory {
-            try check(addChdir(&actions, workingDirectory), "posix_spawn_file_actions_addchdir_np")
+            try check(Platform.spawnAddChdir(&actions, workingDirectory), "posix_spawn_file_actions_addchdir_np")
         }
         for (target, choice) in stdio.enumerated() {
             try addStdio(choice, as: Int32(target), to: &actions)
         }
-        try check(addCloseFrom(&actions, 3), "posix_spawn_file_actions_addclosefrom_np")
+        try check(Platform.spawnAddCloseFrom(&actions, 3), "posix_spawn_file_actions_addclosefrom_np")
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -126,7 +86,7 @@ extension LoopProcess {
             let place = workingDirectory.map { " in \($0)" } ?? ""
             throw LoopError("cannot start \(executable)\(place): \(ProcessCalls.describe(code))", systemError: code)
         }
-        let pidfd = pidfdOpen(pid, 0)  // close-on-exec, as every pidfd is
+        let pidfd = Platform.pidfdOpen(pid)  // close-on-exec, as every pidfd is
         guard pidfd >= 0 else {
             let failure = errno
             // Not watchable, so not started: the child is ours, stop and reap it now.

@@ -37,7 +37,7 @@ public final class LoopSignalSource: @unchecked Sendable {
 
         func release() {
             guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            LibeventBackend.releaseSignal(signal, slot: slot)
+            Platform.releaseSignal(signal, slot: slot)
         }
     }
 
@@ -49,14 +49,14 @@ public final class LoopSignalSource: @unchecked Sendable {
     /// live sources for one signal.
     public init(signal: Int32, _ handler: @escaping (Int32) -> Void) {
         self.signal = signal
-        let (descriptor, slot) = LibeventBackend.catchSignal(signal)
+        let (descriptor, slot) = Platform.catchSignal(signal)
         let route = Route(signal: signal, slot: slot)
         self.route = route
         descriptorSource = LoopDescriptorSource(
             unchecked: descriptor, events: .readable, closesDescriptor: true, beforeClosing: route.release
         ) { source, _ in
             // Drain the eventfd first: a signal arriving during the handler calls it again.
-            guard LibeventBackend.drainEventDescriptor(source.fileDescriptor) else { return }
+            guard Platform.drainEventDescriptor(source.fileDescriptor) else { return }
             handler(signal)
         }
         descriptorSource.keepAlive(self)

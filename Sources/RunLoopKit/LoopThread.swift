@@ -100,7 +100,7 @@ public final class LoopThread: @unchecked Sendable {
     }
 
     private static func main(_ control: Control) {
-        LibeventBackend.setCurrentThreadName(LoopThread.kernelName(control.name))
+        Platform.setCurrentThreadName(LoopThread.kernelName(control.name))
         let loop = Loop.current
         // Keeps `.default` alive so the run sleeps instead of finishing when there is nothing to do.
         let keepAlive = LoopSource {}

@@ -199,7 +199,7 @@ public final class LoopWorkPool: Sendable {
             &thread, nil,
             { context in
                 let start = Unmanaged<Start>.fromOpaque(context!).takeRetainedValue()
-                LibeventBackend.setCurrentThreadName(start.name)
+                Platform.setCurrentThreadName(start.name)
                 start.core.serve()
                 return nil
             }, context)

@@ -16,13 +16,13 @@ import Testing
         deinit { Token.live.withLock { $0 -= 1 } }
     }
 
-    private static func block(_ value: Int, modes: [Loop.Mode]? = nil, into output: Recorder<Int>) -> Loop.Block {
+    private static func block(_ value: Int, modes: [Loop.Mode]? = nil, into output: Recorder<Int>) -> LoopBlock {
         let token = Token(value)
-        return Loop.Block(modes: modes, body: .closure { output.append(token.value) })
+        return LoopBlock(modes: modes, body: .closure { output.append(token.value) })
     }
 
     /// Runs every block of `buffer` the way the loop does: moved out of its slot, then called.
-    private static func runAll(_ buffer: Loop.BlockBuffer) {
+    private static func runAll(_ buffer: BlockBuffer) {
         let blocks = buffer.takeAll()
         for slot in blocks.indices {
             let body = blocks[slot].takeBody()
@@ -36,7 +36,7 @@ import Testing
         let output = Recorder<Int>()
         let before = Token.live.withLock { $0 }
         do {
-            let buffer = Loop.BlockBuffer()
+            let buffer = BlockBuffer()
             for value in 0..<count { buffer.append(Self.block(value, into: output)) }
             #expect(buffer.count == count)
             #expect(buffer.isEmpty == (count == 0))
@@ -51,11 +51,11 @@ import Testing
         let output = Recorder<Int>()
         let before = Token.live.withLock { $0 }
         do {
-            let pending = Loop.BlockBuffer()
+            let pending = BlockBuffer()
             for value in 0..<100 {
                 pending.append(Self.block(value, modes: value % 3 == 0 ? [.tracking] : nil, into: output))
             }
-            let runnable = Loop.BlockBuffer(capacity: 1)
+            let runnable = BlockBuffer(capacity: 1)
             pending.move(where: { $0.modes == nil }, to: runnable)
             #expect(runnable.count == 66)
             #expect(pending.count == 34)
@@ -74,7 +74,7 @@ import Testing
         let output = Recorder<Int>()
         let before = Token.live.withLock { $0 }
         do {
-            let buffer = Loop.BlockBuffer()
+            let buffer = BlockBuffer()
             for value in 0..<40 { buffer.append(Self.block(value, into: output)) }
             #expect(Token.live.withLock { $0 } == before + 40)
         }

@@ -14,7 +14,7 @@ import Testing
         let limit = ContinuousClock.now + .seconds(5)
         var nudge = ContinuousClock.now + .milliseconds(100)
         while ContinuousClock.now < limit {
-            if loop.inbox.withLock({ $0.spinning }) { return true }
+            if loop.inbox.isSpinning { return true }
             if ContinuousClock.now >= nudge {
                 loop.wakeUp()
                 nudge = ContinuousClock.now + .milliseconds(100)

@@ -26,7 +26,7 @@ import Testing
         let seen = waitUntilTraced(tracer, thread: "trace-worker")
         #expect(seen, "the worker loop never picked up the tracer")
         let mainThread: Int = onFreshThread {
-            LibeventBackend.setCurrentThreadName("trace-main")  // a new thread inherits its creator's name
+            Platform.setCurrentThreadName("trace-main")  // a new thread inherits its creator's name
             let loop = Loop.current
             loop.attach(tracer)
             var fires = 0

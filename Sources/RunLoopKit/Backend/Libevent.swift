@@ -17,8 +17,6 @@ import Synchronization
 struct BackendEvents {
     /// The loop's eventfd was read: a wake-up was consumed.
     var woken = false
-    /// The wake-up timer expired.
-    var timerExpired = false
     /// Number of libevent callbacks that ran.
     var callbacks = 0
     /// libdispatch signalled that the main queue has work (its eventfd was read).
@@ -67,22 +65,6 @@ final class LibeventBackend {
         }
     }
 
-    /// Whether the calling thread is the process's main thread (`gettid() == getpid()`).
-    static var isMainThread: Bool { rlk_gettid() == getpid() }
-
-    /// Names the calling thread: `prctl(PR_SET_NAME)`, which keeps the first 15 bytes.
-    static func setCurrentThreadName(_ name: String) {
-        rlk_set_thread_name(name)
-    }
-
-    /// `eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)`: the descriptor other threads write to wake a loop.
-    /// Created with the loop, on any thread; it is not a libevent object.
-    static func makeWakeDescriptor() -> Int32 {
-        let descriptor = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        precondition(descriptor >= 0, "RunLoopKit: eventfd() failed (errno \(errno)); cannot create a loop")
-        return descriptor
-    }
-
     /// `event_base_new_with_config` with no locking (only the loop's thread uses the base), plus the
     /// persistent read events of the wake-up eventfd (owned by the loop) and of a new timerfd.
     init(wakeDescriptor: Int32) throws(LoopError) {
@@ -96,13 +78,12 @@ final class LibeventBackend {
             throw LoopError.backend("event_base_new_with_config failed (errno \(code))", systemError: code)
         }
         self.base = base
-        let timerDescriptor = timerfd_create(CLOCK_BOOTTIME, Int32(TFD_NONBLOCK | TFD_CLOEXEC))
-        guard timerDescriptor >= 0 else {
-            let code = errno
+        do {
+            self.timerDescriptor = try Platform.makeTimerDescriptor()
+        } catch {
             event_base_free(base)
-            throw LoopError.backend("timerfd_create failed (errno \(code))", systemError: code)
+            throw error
         }
-        self.timerDescriptor = timerDescriptor
         let context = Unmanaged.passUnretained(self).toOpaque()
         let persistentRead = Int32(EV_READ | EV_PERSIST)
         wakeEvent = rlk_event_new(base, wakeDescriptor, persistentRead, LibeventBackend.onWake, context)
@@ -119,7 +100,7 @@ final class LibeventBackend {
         if let wakeEvent { event_free(wakeEvent) }
         if let timerEvent { event_free(timerEvent) }
         event_base_free(base)
-        close(timerDescriptor)
+        Platform.closeDescriptor(timerDescriptor)
     }
 
     private func checkError(_ code: Int32, _ call: String) throws(LoopError) {
@@ -148,7 +129,6 @@ final class LibeventBackend {
         // Reset in place: the ready array keeps its capacity from one dispatch to the next (the
         // loop's copy of the previous one, if a nested run is iterating it, is left intact).
         events.woken = false
-        events.timerExpired = false
         events.mainQueueReady = false
         events.callbacks = 0
         events.ready.removeAll(keepingCapacity: true)
@@ -162,49 +142,13 @@ final class LibeventBackend {
     /// instant differs from the armed one; nil disarms it so that no stale wake-up happens.
     private func arm(_ deadline: Ticks?) {
         guard deadline != armed else { return }
-        var spec = itimerspec()
-        if let deadline {
-            // Relative, at least 1 ns: an all-zero it_value would disarm instead.
-            let delay = max(deadline - TickClock.now, 1)
-            spec.it_value.tv_sec = Int(delay / 1_000_000_000)
-            spec.it_value.tv_nsec = Int(delay % 1_000_000_000)
-        }
-        let code = timerfd_settime(timerDescriptor, 0, &spec, nil)
-        precondition(code == 0, "RunLoopKit: timerfd_settime failed (errno \(errno))")
+        Platform.armTimerDescriptor(timerDescriptor, in: deadline.map { $0 - TickClock.now })
         armed = deadline
     }
 
     // MARK: Descriptor sources
 
     private static let quietLogs: Void = rlk_quiet_libevent_logs()
-
-    /// Throws unless `descriptor` is open and of a kind epoll can watch: `fstat`.
-    static func validateWatchable(_ descriptor: Int32) throws(LoopError) {
-        let type = rlk_descriptor_type(descriptor)
-        if type < 0 {
-            throw LoopError(
-                "descriptor \(descriptor) cannot be watched: it is not open (\(errnoName(-type)))", systemError: -type)
-        }
-        // S_IFREG and S_IFDIR: the constants import ambiguously from Glibc and the shim.
-        if type == 0o100000 || type == 0o040000 {
-            let kind = type == 0o100000 ? "regular file" : "directory"
-            throw LoopError("descriptor \(descriptor) cannot be watched: it is a \(kind), which is always ready")
-        }
-    }
-
-    static func closeDescriptor(_ descriptor: Int32) {
-        close(descriptor)
-    }
-
-    private static func errnoName(_ code: Int32) -> String {
-        switch code {
-        case EBADF: "EBADF"
-        case EPERM: "EPERM"
-        case ENOENT: "ENOENT"
-        case EEXIST: "EEXIST"
-        default: "errno \(code)"
-        }
-    }
 
     /// Watches `source` for `events` (`event_new` + `event_add`, or `event_del` + `event_assign` +
     /// `event_add` when they change); nil or empty stops watching (`event_del`). A source no longer
@@ -264,7 +208,7 @@ final class LibeventBackend {
             release(registration)
             source.fail(
                 LoopError(
-                    "descriptor \(source.fileDescriptor) cannot be watched: epoll refused it (\(LibeventBackend.errnoName(reason)))",
+                    "descriptor \(source.fileDescriptor) cannot be watched: epoll refused it (\(Platform.errnoName(reason)))",
                     systemError: reason))
             return
         }
@@ -301,61 +245,19 @@ final class LibeventBackend {
     /// CoreFoundation does. Main loop, main thread only.
     func watchMainQueue() throws(LoopError) {
         guard mainQueueEvent == nil else { return }
-        let handle = rlk_main_queue_handle()
+        let handle = Platform.mainQueueHandle
         guard handle >= 0 else { throw LoopError.backend("libdispatch gave no main-queue handle") }
         let context = Unmanaged.passUnretained(self).toOpaque()
         mainQueueEvent = rlk_event_new(base, handle, Int32(EV_READ | EV_PERSIST), LibeventBackend.onMainQueue, context)
         try checkError(mainQueueEvent == nil ? -1 : event_add(mainQueueEvent, nil), "event_add(main queue)")
     }
 
-    /// Runs the blocks queued on the main dispatch queue (`_dispatch_main_queue_callback_4CF`);
-    /// libdispatch writes its eventfd again if it left some for later.
-    static func drainMainQueue() {
-        rlk_main_queue_drain()
-    }
-
     private static let onMainQueue: event_callback_fn = { descriptor, _, context in
         let backend = Unmanaged<LibeventBackend>.fromOpaque(context!).takeUnretainedValue()
         // Read back, or the level-triggered descriptor stays ready and the loop spins.
-        var count: UInt64 = 0
-        _ = read(descriptor, &count, MemoryLayout<UInt64>.size)
+        Platform.drainEventDescriptor(descriptor)
         backend.events.mainQueueReady = true
         backend.events.callbacks += 1
-    }
-
-    // MARK: Signals
-
-    /// Serialises attaching and detaching signal routes (the handler itself takes no lock).
-    private static let signalRoutes = Locked(())
-
-    /// Creates an eventfd and routes `signal` to it (`sigaction` on the first route of a signal).
-    static func catchSignal(_ signal: Int32) -> (descriptor: Int32, slot: Int32) {
-        precondition(
-            signal > 0 && signal < RLK_SIGNAL_LIMIT && signal != SIGKILL && signal != SIGSTOP,
-            "RunLoopKit: signal \(signal) cannot be caught (SIGKILL, SIGSTOP and numbers outside 1...64 cannot)")
-        let descriptor = makeWakeDescriptor()
-        let slot = signalRoutes.withLock { _ in rlk_signal_attach(signal, descriptor) }
-        rlk_signal_unblock(signal)
-        precondition(
-            slot != -1, "RunLoopKit: more than \(RLK_SIGNAL_SLOTS) live LoopSignalSources for signal \(signal)")
-        precondition(slot >= 0, "RunLoopKit: sigaction(\(signal)) failed (errno \(errno))")
-        return (descriptor, slot)
-    }
-
-    /// Unroutes a signal; on return no signal handler is writing to the route's eventfd.
-    static func releaseSignal(_ signal: Int32, slot: Int32) {
-        signalRoutes.withLock { _ in rlk_signal_detach(signal, slot) }
-    }
-
-    /// A spin-wait hint to the processor (`pause` on x86, `yield` on Arm), between two polls of
-    /// a spinning loop.
-    @inline(__always)
-    static func cpuRelax() { rlk_cpu_relax() }
-
-    /// Reads an eventfd's counter; false if there was nothing to read.
-    static func drainEventDescriptor(_ descriptor: Int32) -> Bool {
-        var count: UInt64 = 0
-        return read(descriptor, &count, MemoryLayout<UInt64>.size) == MemoryLayout<UInt64>.size
     }
 
     // MARK: Callbacks (record only)
@@ -371,18 +273,15 @@ final class LibeventBackend {
 
     private static let onWake: event_callback_fn = { descriptor, _, context in
         let backend = Unmanaged<LibeventBackend>.fromOpaque(context!).takeUnretainedValue()
-        var count: UInt64 = 0
-        _ = read(descriptor, &count, MemoryLayout<UInt64>.size)
+        Platform.drainEventDescriptor(descriptor)
         backend.events.woken = true
         backend.events.callbacks += 1
     }
 
     private static let onTimer: event_callback_fn = { descriptor, _, context in
         let backend = Unmanaged<LibeventBackend>.fromOpaque(context!).takeUnretainedValue()
-        var expirations: UInt64 = 0
-        _ = read(descriptor, &expirations, MemoryLayout<UInt64>.size)
+        Platform.drainEventDescriptor(descriptor)
         backend.armed = nil
-        backend.events.timerExpired = true
         backend.events.callbacks += 1
     }
 }

@@ -63,7 +63,7 @@ enum SocketCall {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let descriptor = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { LibeventBackend.accept(listener, $0, &length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Platform.accept(listener, $0, &length) }
         }
         return (descriptor, descriptor >= 0 ? SocketAddress(storage: storage, length: length) : nil)
     }

@@ -1,0 +1,87 @@
+#ifndef RUNLOOPKIT_PLATFORM_H
+#define RUNLOOPKIT_PLATFORM_H
+
+// The Linux facilities RunLoopKit needs beyond what Swift's Glibc module imports: eventfd and
+// timerfd, process-wide signal routing, thread identity and names, pidfds, accept4, file
+// actions for posix_spawn, and libdispatch's main-queue hooks. Each is wrapped once here and once
+// in Sources/RunLoopKit/Platform/Platform.swift; libevent itself is CLibevent's alone.
+
+#include <sys/types.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+
+/// The kernel thread id (`gettid`), which equals the process id on the main thread.
+int rlk_gettid(void);
+
+/// Names the calling thread (`prctl(PR_SET_NAME)`; the kernel keeps 15 bytes).
+void rlk_set_thread_name(const char *name);
+
+/// `fstat`'s file type bits for `fd`, or -errno.
+int rlk_descriptor_type(int fd);
+
+/// `accept4` with SOCK_NONBLOCK | SOCK_CLOEXEC: the accepted socket is non-blocking and not
+/// inherited by child processes, in one system call. -1 with errno on failure.
+int rlk_accept(int fd, struct sockaddr *addr, socklen_t *addrlen);
+
+// MARK: Process-wide signal delivery
+//
+// A signal sent to the process may land on any thread, including threads that know nothing of
+// RunLoopKit. The handler only does async-signal-safe work: it writes to the eventfds of the
+// signal sources registered for that signal, and each loop reads its eventfd like any other
+// descriptor. Callers serialise attach and detach.
+
+/// The most sources one signal may have at a time.
+#define RLK_SIGNAL_SLOTS 16
+
+/// Routes `signo` to `fd`; the first registration for a signal installs the handler with
+/// `sigaction` (SA_RESTART), saving the previous action. Returns the slot, -1 if all slots are
+/// taken, -2 if `sigaction` failed.
+int rlk_signal_attach(int signo, int fd);
+
+/// Unroutes a slot; the last one restores the previous action. On return no handler is still
+/// writing to the slot's descriptor, so the caller may close it.
+void rlk_signal_detach(int signo, int slot);
+
+/// Unblocks `signo` in the calling thread: a process started from a thread that blocks it (as
+/// Dispatch and Swift concurrency threads do) inherits it blocked everywhere, and a blocked signal
+/// stays pending instead of reaching the handler.
+void rlk_signal_unblock(int signo);
+
+// MARK: Child processes
+
+/// `pidfd_open(pid, 0)`: -1 with errno on failure.
+int rlk_pidfd_open(pid_t pid);
+
+/// `pidfd_send_signal(pidfd, signo, NULL, 0)`: -1 with errno on failure.
+int rlk_pidfd_send_signal(int pidfd, int signo);
+
+/// `posix_spawn_file_actions_addclosefrom_np`: every descriptor from `from` up is closed in the
+/// child. An errno on failure, 0 on success.
+int rlk_spawn_add_close_from(posix_spawn_file_actions_t *actions, int from);
+
+/// `posix_spawn_file_actions_addchdir_np`. An errno on failure, 0 on success.
+int rlk_spawn_add_chdir(posix_spawn_file_actions_t *actions, const char *path);
+
+// MARK: The main dispatch queue
+//
+// libdispatch's hooks for a run loop that drains the main queue (what CoreFoundation uses): on
+// Linux the handle is an eventfd that libdispatch writes when the main queue has work.
+
+int rlk_main_queue_handle(void);
+void rlk_main_queue_drain(void);
+
+/// A spin-wait hint (`pause` on x86, `yield` on Arm): lets a sibling hardware thread run and
+/// saves power while the loop polls for work before sleeping.
+static inline void rlk_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#endif

@@ -1,0 +1,128 @@
+// See include/rlk_platform.h. _GNU_SOURCE here only: the header that Swift imports must not
+// define it (Glibc's types would then differ from those of Swift's Glibc module).
+#define _GNU_SOURCE
+#include "rlk_platform.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int rlk_gettid(void) {
+    return (int)syscall(SYS_gettid);
+}
+
+void rlk_set_thread_name(const char *name) {
+    prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+}
+
+int rlk_descriptor_type(int fd) {
+    struct stat info;
+    if (fstat(fd, &info) != 0) return -errno;
+    return (int)(info.st_mode & S_IFMT);
+}
+
+int rlk_accept(int fd, struct sockaddr *addr, socklen_t *addrlen) {
+    return accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+// MARK: Signals
+
+#define RLK_SIGNAL_LIMIT 65
+
+// Slots hold fd + 1, so that the zero-initialised table means "empty".
+static _Atomic int signal_slots[RLK_SIGNAL_LIMIT][RLK_SIGNAL_SLOTS];
+static _Atomic int handlers_running;
+static struct sigaction previous_actions[RLK_SIGNAL_LIMIT];
+
+static void signal_handler(int signo) {
+    int saved = errno;
+    atomic_fetch_add(&handlers_running, 1);
+    if (signo > 0 && signo < RLK_SIGNAL_LIMIT) {
+        for (int i = 0; i < RLK_SIGNAL_SLOTS; i++) {
+            int slot = atomic_load(&signal_slots[signo][i]);
+            if (slot > 0) {
+                uint64_t one = 1;
+                ssize_t ignored = write(slot - 1, &one, sizeof one);
+                (void)ignored;
+            }
+        }
+    }
+    atomic_fetch_sub(&handlers_running, 1);
+    errno = saved;
+}
+
+int rlk_signal_attach(int signo, int fd) {
+    int used = 0, free_slot = -1;
+    for (int i = 0; i < RLK_SIGNAL_SLOTS; i++) {
+        if (atomic_load(&signal_slots[signo][i]) > 0) used++;
+        else if (free_slot < 0) free_slot = i;
+    }
+    if (free_slot < 0) return -1;
+    atomic_store(&signal_slots[signo][free_slot], fd + 1);
+    if (used == 0) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = signal_handler;
+        action.sa_flags = SA_RESTART;
+        sigemptyset(&action.sa_mask);
+        if (sigaction(signo, &action, &previous_actions[signo]) != 0) {
+            atomic_store(&signal_slots[signo][free_slot], 0);
+            return -2;
+        }
+    }
+    return free_slot;
+}
+
+void rlk_signal_detach(int signo, int slot) {
+    atomic_store(&signal_slots[signo][slot], 0);
+    int used = 0;
+    for (int i = 0; i < RLK_SIGNAL_SLOTS; i++) {
+        if (atomic_load(&signal_slots[signo][i]) > 0) used++;
+    }
+    if (used == 0) sigaction(signo, &previous_actions[signo], NULL);
+    while (atomic_load(&handlers_running) > 0) sched_yield();
+}
+
+void rlk_signal_unblock(int signo) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signo);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+// MARK: Child processes
+
+int rlk_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int rlk_pidfd_send_signal(int pidfd, int signo) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, signo, NULL, 0);
+}
+
+int rlk_spawn_add_close_from(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
+}
+
+int rlk_spawn_add_chdir(posix_spawn_file_actions_t *actions, const char *path) {
+    return posix_spawn_file_actions_addchdir_np(actions, path);
+}
+
+// MARK: The main dispatch queue
+
+extern int _dispatch_get_main_queue_handle_4CF(void);
+extern void _dispatch_main_queue_callback_4CF(void *msg);
+
+int rlk_main_queue_handle(void) {
+    return _dispatch_get_main_queue_handle_4CF();
+}
+
+void rlk_main_queue_drain(void) {
+    _dispatch_main_queue_callback_4CF(NULL);
+}

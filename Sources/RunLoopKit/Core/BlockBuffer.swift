@@ -1,0 +1,106 @@
+import Glibc
+
+/// A growable run of blocks in storage the loop manages itself, for the cross-thread hot path.
+///
+/// An `Array` costs every append a uniqueness check and a capacity check on its header, and
+/// every emptying a destroy pass over elements that were already moved out. Here an append is
+/// an initialize at `count`; the loop moves each block out as it runs it and forgets the
+/// count. Three buffers take turns (the inbox, the pending blocks, a spare), so a steady stream
+/// of posts allocates nothing. Whoever holds a buffer owns it: the inbox's under the inbox
+/// lock, the others on the loop thread only.
+final class BlockBuffer {
+    // Owned by one thread at a time (see above): no dynamic exclusivity checks per access.
+    @exclusivity(unchecked) private var base: UnsafeMutablePointer<LoopBlock>
+    @exclusivity(unchecked) private(set) var count = 0
+    @exclusivity(unchecked) private(set) var capacity: Int
+
+    /// Buffers grown beyond this many blocks by a burst are not kept for reuse: their memory
+    /// goes back instead of staying with the loop for good.
+    static let retainedCapacity = 1 << 16
+
+    init(capacity: Int = 16) {
+        self.capacity = capacity
+        base = BlockBuffer.reallocate(nil, capacity: capacity)
+    }
+
+    deinit {
+        // Blocks never run (the loop's thread exited): their closures are released here.
+        base.deinitialize(count: count)
+        free(base)
+    }
+
+    /// `malloc`/`realloc`: a large buffer grows by remapping its pages (`mremap`), not by
+    /// copying them. Moving blocks bitwise is sound: a block holds a closure, an optional
+    /// array and integers, all of which Swift moves bitwise (nothing in it is registered by
+    /// address, as a weak reference would be).
+    private static func reallocate(_ old: UnsafeMutablePointer<LoopBlock>?, capacity: Int) -> UnsafeMutablePointer<
+        LoopBlock
+    > {
+        let (bytes, overflow) = capacity.multipliedReportingOverflow(by: MemoryLayout<LoopBlock>.stride)
+        guard !overflow, let raw = realloc(old, bytes) else {
+            fatalError("RunLoopKit: out of memory for \(capacity) posted blocks")
+        }
+        return raw.bindMemory(to: LoopBlock.self, capacity: capacity)
+    }
+
+    var isEmpty: Bool { count == 0 }
+
+    @inline(__always)
+    func append(_ block: consuming LoopBlock) {
+        if count == capacity { grow(to: capacity * 2) }
+        (base + count).initialize(to: block)
+        count += 1
+    }
+
+    /// Moves every block of `other` to the end of this buffer, leaving `other` empty.
+    func append(movingFrom other: BlockBuffer) {
+        guard other.count > 0 else { return }
+        if count + other.count > capacity { grow(to: max(capacity * 2, count + other.count)) }
+        (base + count).moveInitialize(from: other.base, count: other.count)
+        count += other.count
+        other.count = 0
+    }
+
+    @inline(never)
+    private func grow(to newCapacity: Int) {
+        base = BlockBuffer.reallocate(base, capacity: newCapacity)
+        capacity = newCapacity
+    }
+
+    /// Whether any block satisfies `predicate`, without copying one.
+    func contains(where predicate: (borrowing LoopBlock) -> Bool) -> Bool {
+        for index in 0..<count where predicate(base[index]) { return true }
+        return false
+    }
+
+    /// Whether every block satisfies `predicate`.
+    func allSatisfy(_ predicate: (borrowing LoopBlock) -> Bool) -> Bool {
+        for index in 0..<count where !predicate(base[index]) { return false }
+        return true
+    }
+
+    /// Moves the blocks satisfying `predicate` to the end of `other`, keeping the others here;
+    /// both keep their order.
+    func move(where predicate: (borrowing LoopBlock) -> Bool, to other: BlockBuffer) {
+        var kept = 0
+        for index in 0..<count {
+            if predicate(base[index]) {
+                other.append((base + index).move())
+            } else {
+                if kept != index { (base + kept).moveInitialize(from: base + index, count: 1) }
+                kept += 1
+            }
+        }
+        count = kept
+    }
+
+    /// Counts the buffer empty and returns the blocks it held, still initialized: the caller
+    /// moves out or deinitializes each of them.
+    ///
+    /// The buffer must not be reachable from anything that runs before the caller is done
+    /// with them (a callout might otherwise append over blocks not yet taken).
+    func takeAll() -> UnsafeMutableBufferPointer<LoopBlock> {
+        defer { count = 0 }
+        return UnsafeMutableBufferPointer(start: base, count: count)
+    }
+}
