@@ -14,21 +14,21 @@ extension Loop {
     /// programmer error.
     public func add(_ timer: LoopTimer, forMode mode: Mode) {
         guard timer.bind(to: self) else { return }
-        insert(.timer(timer), forMode: mode)
+        insertItem(timer, forMode: mode)
     }
 
     /// Removes `timer` from `mode` (`.common`: from every common mode) without invalidating it.
     ///
     /// Any thread. Removing a timer that is not there does nothing.
     public func remove(_ timer: LoopTimer, forMode mode: Mode) {
-        remove(.timer(timer), forMode: mode)
+        removeItem(timer, forMode: mode)
     }
 
     /// Whether `timer` is in `mode` (`.common`: whether it was added to `.common`).
     ///
     /// Any thread.
     public func contains(_ timer: LoopTimer, inMode mode: Mode) -> Bool {
-        contains(.timer(timer), inMode: mode)
+        containsItem(timer, inMode: mode)
     }
 
     /// Adds `observer` to `mode` (`.common`: every common mode, now and later).
@@ -38,21 +38,21 @@ extension Loop {
     /// nothing. An observer belongs to one loop: adding it to a second loop is a programmer error.
     public func add(_ observer: LoopObserver, forMode mode: Mode) {
         guard observer.bind(to: self) else { return }
-        insert(.observer(observer), forMode: mode)
+        insertItem(observer, forMode: mode)
     }
 
     /// Removes `observer` from `mode` without invalidating it.
     ///
     /// Any thread. Removing an observer that is not there does nothing.
     public func remove(_ observer: LoopObserver, forMode mode: Mode) {
-        remove(.observer(observer), forMode: mode)
+        removeItem(observer, forMode: mode)
     }
 
     /// Whether `observer` is in `mode` (`.common`: whether it was added to `.common`).
     ///
     /// Any thread.
     public func contains(_ observer: LoopObserver, inMode mode: Mode) -> Bool {
-        contains(.observer(observer), inMode: mode)
+        containsItem(observer, inMode: mode)
     }
 
     /// Adds `source` to `mode` (`.common`: every common mode, now and later).
@@ -63,7 +63,7 @@ extension Loop {
     /// to one loop: adding it to a second loop is a programmer error.
     public func add(_ source: LoopSource, forMode mode: Mode) {
         let (valid, signalled) = source.bind(to: self)
-        guard valid, insert(.source(source), forMode: mode) else { return }
+        guard valid, insertItem(source, forMode: mode) else { return }
         if signalled { sourceWasSignalled(port: source.isPort) }
     }
 
@@ -71,13 +71,13 @@ extension Loop {
     ///
     /// Any thread. Removing a source that is not there does nothing.
     public func remove(_ source: LoopSource, forMode mode: Mode) {
-        remove(.source(source), forMode: mode)
+        removeItem(source, forMode: mode)
     }
 
     /// Whether `source` is in `mode` (`.common`: whether it was added to `.common`).
     ///
     /// Any thread.
     public func contains(_ source: LoopSource, inMode mode: Mode) -> Bool {
-        contains(.source(source), inMode: mode)
+        containsItem(source, inMode: mode)
     }
 }

@@ -11,7 +11,7 @@ public final class Loop: @unchecked Sendable {
     // MARK: Thread-safe state
 
     /// Mode tables, the common set, and the run stack, shared with other threads.
-    let state: Locked<State>
+    let state: Locked<ModeTable>
     /// The mode tables' change counter (`state.version`), read without taking the lock.
     let tablesVersion: TableVersion
     /// Blocks posted from any thread and the loop's coalesced wake-up (see `Core/Inbox.swift`).
@@ -87,7 +87,7 @@ public final class Loop: @unchecked Sendable {
         self.threadKey = ThreadSlot.key
         let version = TableVersion()
         self.tablesVersion = version
-        self.state = Locked(State(version: version))
+        self.state = Locked(ModeTable(version: version))
         self.inbox = Inbox(descriptor: Platform.makeEventDescriptor())
     }
 
@@ -152,13 +152,7 @@ public final class Loop: @unchecked Sendable {
     /// Any thread. Adding `.common` itself is a programmer error.
     public func addCommonMode(_ mode: Mode) {
         precondition(mode != .common, "RunLoopKit: .common is the common set itself, not a mode to add to it")
-        state.withLock { state in
-            guard state.commonModes.insert(mode).inserted else { return }
-            state.version.bump()
-            for (item, _) in state.commonItems.values.sorted(by: { $0.joined < $1.joined }) {
-                state.insert(item, into: mode)
-            }
-        }
+        state.withLock { $0.addCommonMode(mode) }
         wakeUpIfForeign()
     }
 
@@ -197,11 +191,11 @@ public final class Loop: @unchecked Sendable {
         let (items, old, released) = state.withLock { state in
             let items = state.allItems()
             let released = items.compactMap { item in
-                item.withMembership { $0.leaveEveryMode() }
+                item.membership.leaveEveryMode()
                 return item.updateKeeper()
             }
             let old = state
-            state = State(version: state.version)
+            state = ModeTable(version: state.version)
             state.ended = true
             state.version.bump()
             return (items, old, released)

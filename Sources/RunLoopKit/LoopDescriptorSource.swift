@@ -119,7 +119,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         }
         guard wasValid else { return }
         if let loop {
-            loop.removeEverywhere(.descriptor(self))
+            loop.removeItemEverywhere(self)
             loop.descriptorDidChange(self)
         } else {
             closeOwnedDescriptor()
@@ -188,7 +188,7 @@ extension Loop {
     /// has ended does nothing. A source belongs to one loop: adding it to a second loop is a
     /// programmer error.
     public func add(_ source: LoopDescriptorSource, forMode mode: Mode) {
-        guard source.bind(to: self), insert(.descriptor(source), forMode: mode) else { return }
+        guard source.bind(to: self), insertItem(source, forMode: mode) else { return }
         descriptorDidChange(source)
     }
 
@@ -196,7 +196,7 @@ extension Loop {
     ///
     /// Any thread. Removing a source that is not there does nothing.
     public func remove(_ source: LoopDescriptorSource, forMode mode: Mode) {
-        remove(.descriptor(source), forMode: mode)
+        removeItem(source, forMode: mode)
         descriptorDidChange(source)
     }
 
@@ -204,7 +204,7 @@ extension Loop {
     ///
     /// Any thread.
     public func contains(_ source: LoopDescriptorSource, inMode mode: Mode) -> Bool {
-        contains(.descriptor(source), inMode: mode)
+        containsItem(source, inMode: mode)
     }
 
     /// Queues `source` for the loop thread to bring libevent in line with it; on the loop thread

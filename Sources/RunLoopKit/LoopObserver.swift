@@ -66,7 +66,7 @@ public final class LoopObserver: @unchecked Sendable {
             state.handler = nil
             return state.loop
         }
-        loop?.removeEverywhere(.observer(self))
+        loop?.removeItemEverywhere(self)
     }
 
     // MARK: Loop machinery

@@ -86,7 +86,7 @@ public final class LoopSource: @unchecked Sendable {
             state.perform = nil
             return state.loop
         }
-        loop?.removeEverywhere(.source(self))
+        loop?.removeItemEverywhere(self)
     }
 
     // MARK: Loop machinery

@@ -135,7 +135,7 @@ public final class LoopTimer: @unchecked Sendable {
             liveGeneration.store(.max, ordering: .releasing)
             return state.loop
         }
-        loop?.removeEverywhere(.timer(self))
+        loop?.removeItemEverywhere(self)
     }
 
     /// Calls the handler now, on the calling thread, without changing the schedule of a repeating

@@ -132,6 +132,8 @@ import Testing
         for index in 1..<6 {
             #expect(fires[index].fireDate == fires[0].fireDate + .milliseconds(10 * index))
         }
-        #expect(fires[3].calledAt - fires[0].calledAt < .milliseconds(10))
+        // The missed fires come on successive iterations, without waiting for their dates (which
+        // are 30 ms apart): generous for a loaded machine, far below the dates' spacing.
+        #expect(fires[3].calledAt - fires[0].calledAt < .milliseconds(25))
     }
 }

@@ -1,0 +1,65 @@
+// Adding and removing items, from any thread: the tables change under the loop's `state` lock,
+// a loop that is asleep is woken so it re-arms its wake-up time, and whatever a change releases
+// (the object an item served, heaps of stale timers) goes after the lock, since a deinit may call
+// into the loop.
+
+extension Loop {
+    /// Adds `item` to `mode`, where `.common` means the common set. Any thread.
+    ///
+    /// Returns false, adding nothing, if the loop has ended: the item is then unbound from it, so
+    /// that it can be added to another loop.
+    @discardableResult
+    func insertItem(_ item: some ModeMember, forMode mode: Mode) -> Bool {
+        let added = state.withLock { state in
+            guard !state.ended else { return false }
+            state.add(item, forMode: mode)
+            _ = item.updateKeeper()  // never returns an object when adding
+            return true
+        }
+        guard added else {
+            item.unbind(from: self)
+            return false
+        }
+        wakeUpIfForeign()
+        return true
+    }
+
+    /// Removes `item` from `mode`, where `.common` means every mode of the common set. Any thread.
+    func removeItem(_ item: some ModeMember, forMode mode: Mode) {
+        changeMembership(of: item) { $0.remove(item, forMode: mode) }
+    }
+
+    /// Removes an invalidated item from every mode. Any thread.
+    func removeItemEverywhere(_ item: some ModeMember) {
+        changeMembership(of: item) { $0.removeEverywhere(item) }
+    }
+
+    private func changeMembership(of item: some ModeMember, _ change: (inout ModeTable) -> Void) {
+        let released: (AnyObject?, [TimerHeap]) = state.withLock { state in
+            change(&state)
+            defer { state.garbage.removeAll() }
+            return (item.updateKeeper(), state.garbage)
+        }
+        removals.add(1, ordering: .releasing)
+        wakeUpIfForeign()
+        withExtendedLifetime(released) {}
+    }
+
+    func containsItem(_ item: some ModeMember, inMode mode: Mode) -> Bool {
+        state.withLock { $0.contains(item, in: mode) }
+    }
+
+    /// Pushes a rescheduled timer's new entries into the heaps of every mode holding it. Any thread.
+    func timerDidReschedule(_ timer: LoopTimer) {
+        state.withLock { state in
+            let modes = timer.membership.modes
+            guard !modes.isEmpty else { return }
+            let schedule = timer.schedule
+            for mode in modes {
+                let sequence = state.sequence()
+                state.withItems(of: mode) { $0.push(timer, schedule, sequence: sequence) }
+            }
+        }
+        wakeUpIfForeign()
+    }
+}

@@ -1,0 +1,95 @@
+// The kinds of item a mode holds, each saying how it joins and leaves a mode's tables; the
+// tables (`ModeTable`) do the rest, the same for every kind.
+
+/// An item a mode can hold: a timer, an observer, a custom source (ports are custom sources) or a
+/// descriptor source. Its `membership` is read and written only under its loop's `state` lock.
+protocol ModeMember: AnyObject {
+    /// The modes of its loop the item is in.
+    var membership: Membership { get set }
+    /// Enters a mode's tables (it was not there); `sequence` orders it among the mode's items.
+    func join(_ items: inout ModeItems, sequence: UInt64)
+    /// Leaves a mode's tables (it was there); returns heaps it left wholly stale, for the caller
+    /// to release after the lock.
+    func leave(_ items: inout ModeItems) -> [TimerHeap]
+    /// Forgets `loop` as its owner, after an add the ended loop refused.
+    func unbind(from loop: Loop)
+    /// The loop's thread exited: the item is invalidated.
+    func loopDidTearDown()
+}
+
+extension ModeMember {
+    /// After a change of membership: the object the item serves, if it has just left its last
+    /// mode (release it outside the lock).
+    func updateKeeper() -> AnyObject? {
+        membership.keeper?.update(inAMode: !membership.isEmpty)
+    }
+}
+
+extension LoopTimer: ModeMember {
+    func join(_ items: inout ModeItems, sequence: UInt64) {
+        items.timerCount += 1
+        items.push(self, schedule, sequence: sequence)
+    }
+
+    func leave(_ items: inout ModeItems) -> [TimerHeap] {
+        // Its heap entries go stale (membership no longer names the mode).
+        items.timerCount -= 1
+        guard items.timerCount == 0, items.byFireDate.count > 0 else {
+            items.compactIfSparse()
+            return []
+        }
+        // No timer left, so every entry is stale: drop them now, so that a removed timer goes
+        // with the caller's last reference to it.
+        defer {
+            items.byFireDate = TimerHeap()
+            items.byLatest = TimerHeap()
+        }
+        return [items.byFireDate, items.byLatest]
+    }
+
+    func loopDidTearDown() { invalidate() }
+}
+
+extension LoopObserver: ModeMember {
+    func join(_ items: inout ModeItems, sequence: UInt64) {
+        self.sequence = sequence
+        let index =
+            items.observers.firstIndex { ($0.order, $0.sequence) > (order, sequence) } ?? items.observers.endIndex
+        items.observers.insert(self, at: index)
+        items.recomputeObserverMask()
+    }
+
+    func leave(_ items: inout ModeItems) -> [TimerHeap] {
+        items.observers.removeAll { $0 === self }
+        items.recomputeObserverMask()
+        return []
+    }
+
+    func loopDidTearDown() { invalidate() }
+}
+
+extension LoopSource: ModeMember {
+    func join(_ items: inout ModeItems, sequence: UInt64) {
+        items.sources.append(self)
+    }
+
+    func leave(_ items: inout ModeItems) -> [TimerHeap] {
+        items.sources.removeAll { $0 === self }
+        return []
+    }
+
+    func loopDidTearDown() { invalidate() }
+}
+
+extension LoopDescriptorSource: ModeMember {
+    func join(_ items: inout ModeItems, sequence: UInt64) {
+        items.descriptors[ObjectIdentifier(self)] = self
+    }
+
+    func leave(_ items: inout ModeItems) -> [TimerHeap] {
+        items.descriptors[ObjectIdentifier(self)] = nil
+        return []
+    }
+
+    func loopDidTearDown() { invalidate() }
+}

@@ -1,0 +1,167 @@
+import Synchronization
+
+// The mode tables: which items each mode holds, the common set, and the run stack. Everything
+// here is guarded by `Loop.state`; other threads add and remove items under that lock, and the
+// loop thread reads a mode's tables under it between callouts (never during one).
+//
+// Every item belongs to one loop, and records the modes of that loop it is in (`Membership`,
+// guarded by the same lock): membership tests and removals need no table lookups, which keeps
+// scheduling and firing large numbers of timers cheap.
+
+/// Records `loop` as an item's owner: an item belongs to one loop for its whole life, and adding
+/// it to a second one is a programmer error.
+func bindOwner(_ owner: inout Loop?, to loop: Loop, kind: String) {
+    if let current = owner {
+        precondition(
+            current === loop,
+            "RunLoopKit: a \(kind) belongs to one loop; it was added to a second loop. Create another one for that loop"
+        )
+    }
+    owner = loop
+}
+
+/// Forgets `loop` as an item's owner after an add that the ended loop refused, so that the item
+/// can be added to another loop.
+func unbindOwner(_ owner: inout Loop?, from loop: Loop) {
+    if owner === loop { owner = nil }
+}
+
+/// Counts changes to a loop's mode tables: bumped under the loop's `state` lock, read without it,
+/// so the loop thread can reuse what it last read about its mode until something changes.
+final class TableVersion: Sendable {
+    private let value = Atomic<UInt64>(1)
+
+    func bump() { value.add(1, ordering: .releasing) }
+
+    var current: UInt64 { value.load(ordering: .acquiring) }
+}
+
+/// One active `run`: the stack of these is what makes nested runs restore the outer mode.
+final class RunFrame: Sendable {
+    let mode: Loop.Mode
+    let stopped = Atomic<Bool>(false)
+    init(mode: Loop.Mode) { self.mode = mode }
+}
+
+/// A loop's modes and what they hold, the common set, and the run stack.
+struct ModeTable {
+    /// Bumped by every change to what follows; read without the lock (see `ModeView`).
+    let version: TableVersion
+    var modes: [Loop.Mode: ModeItems] = [:]
+    var commonModes: Set<Loop.Mode> = [.default, .tracking]
+    /// Items added to `.common`: they join every mode later added to the common set.
+    /// With the sequence number of their joining, so that a mode added to the common set later
+    /// receives them in that order (observers with equal `order` keep their tie order).
+    var commonItems: [ObjectIdentifier: (item: any ModeMember, joined: UInt64)] = [:]
+    var runStack: [RunFrame] = []
+    /// Descriptor sources added, removed, changed or invalidated since the loop thread last
+    /// brought libevent in line (see `LoopDescriptorSource.swift`).
+    var descriptorChanges: [LoopDescriptorSource] = []
+    /// Source of insertion sequence numbers (observer tie-breaks, heap tie-breaks).
+    var nextSequence: UInt64 = 0
+    /// Set once the loop has ended (see `Loop.end()`): items are no longer added.
+    var ended = false
+    /// What a change dropped (heaps of a mode that lost its last timer): released by the
+    /// caller once the lock is let go, because a timer's handler may hold objects whose
+    /// deinit calls into the loop.
+    var garbage: [TimerHeap] = []
+
+    init(version: TableVersion = TableVersion()) {
+        self.version = version
+    }
+
+    mutating func sequence() -> UInt64 {
+        nextSequence &+= 1
+        return nextSequence
+    }
+
+    /// Runs `body` on `mode`'s tables in place (one hash lookup, no copy), creating them if
+    /// needed. Every change to a mode's tables goes through here, so it counts as a change.
+    mutating func withItems<R>(of mode: Loop.Mode, _ body: (inout ModeItems) -> R) -> R {
+        version.bump()
+        return body(&modes[mode, default: ModeItems(mode: mode)])
+    }
+
+    /// Inserts `item` into one real mode. Returns false if it was already there.
+    @discardableResult
+    mutating func insert(_ item: some ModeMember, into mode: Loop.Mode) -> Bool {
+        guard !item.membership.modes.contains(mode) else { return false }
+        item.membership.modes.append(mode)
+        let sequence = sequence()
+        withItems(of: mode) { item.join(&$0, sequence: sequence) }
+        return true
+    }
+
+    /// Removes `item` from one real mode. Returns false if it was not there.
+    @discardableResult
+    mutating func remove(_ item: some ModeMember, from mode: Loop.Mode) -> Bool {
+        guard item.membership.modes.remove(mode) else { return false }
+        let dropped = withItems(of: mode) { item.leave(&$0) }
+        garbage.append(contentsOf: dropped)
+        return true
+    }
+
+    /// Adds `item` to `mode`, where `.common` means the common set.
+    mutating func add(_ item: some ModeMember, forMode mode: Loop.Mode) {
+        guard mode == .common else {
+            insert(item, into: mode)
+            return
+        }
+        guard !item.membership.isCommon else { return }
+        item.membership.isCommon = true
+        commonItems[ObjectIdentifier(item)] = (item, sequence())
+        for common in commonModes {
+            insert(item, into: common)
+        }
+    }
+
+    /// Removes `item` from `mode`, where `.common` means every mode of the common set.
+    mutating func remove(_ item: some ModeMember, forMode mode: Loop.Mode) {
+        guard mode == .common else {
+            remove(item, from: mode)
+            return
+        }
+        guard item.membership.isCommon else { return }
+        item.membership.isCommon = false
+        commonItems[ObjectIdentifier(item)] = nil
+        for common in commonModes {
+            remove(item, from: common)
+        }
+    }
+
+    /// Removes `item` from every mode and from the common set.
+    mutating func removeEverywhere(_ item: some ModeMember) {
+        if item.membership.isCommon {
+            item.membership.isCommon = false
+            commonItems[ObjectIdentifier(item)] = nil
+        }
+        for mode in item.membership.modes {
+            remove(item, from: mode)
+        }
+    }
+
+    /// Adds `mode` to the common set, with every item of `.common`, in the order they joined it.
+    mutating func addCommonMode(_ mode: Loop.Mode) {
+        guard commonModes.insert(mode).inserted else { return }
+        version.bump()
+        for (item, _) in commonItems.values.sorted(by: { $0.joined < $1.joined }) {
+            insert(item, into: mode)
+        }
+    }
+
+    func contains(_ item: some ModeMember, in mode: Loop.Mode) -> Bool {
+        mode == .common ? item.membership.isCommon : item.membership.modes.contains(mode)
+    }
+
+    /// Every item in any mode or in the common set.
+    func allItems() -> [any ModeMember] {
+        var seen: [ObjectIdentifier: any ModeMember] = commonItems.mapValues(\.item)
+        for items in modes.values {
+            for timer in items.timers { seen[ObjectIdentifier(timer)] = timer }
+            for observer in items.observers { seen[ObjectIdentifier(observer)] = observer }
+            for source in items.sources { seen[ObjectIdentifier(source)] = source }
+            for source in items.descriptors.values { seen[ObjectIdentifier(source)] = source }
+        }
+        return Array(seen.values)
+    }
+}

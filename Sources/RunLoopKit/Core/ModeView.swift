@@ -1,0 +1,56 @@
+import Synchronization
+
+/// What the iteration reads about its mode on every pass, kept by the loop thread and reused
+/// until the tables change: most passes then take no lock and hash no mode name. A class, so
+/// that handing it out costs one reference count, not one per field.
+final class ModeView {
+    let mode: Loop.Mode
+    let version: UInt64
+    let isCommon: Bool
+    let hasSourcesOrTimers: Bool
+    let observerMask: Loop.Activity
+    /// By `order`, then insertion; the arrays are shared with the tables, not copied.
+    let observers: [LoopObserver]
+    let sources: [LoopSource]
+    let nextFireDate: Ticks?
+    /// The earliest latest-allowed fire time (fire date + tolerance): when the loop must wake
+    /// for timers, which lets tolerant timers share a wake-up.
+    let nextWake: Ticks?
+
+    init(mode: Loop.Mode, version: UInt64, isCommon: Bool, items: ModeItems?, nextFireDate: Ticks?, nextWake: Ticks?) {
+        self.mode = mode
+        self.version = version
+        self.isCommon = isCommon
+        self.hasSourcesOrTimers = items?.hasSourcesOrTimers ?? false
+        self.observerMask = items?.observerMask ?? []
+        self.observers = items?.observers ?? []
+        self.sources = items?.sources ?? []
+        self.nextFireDate = nextFireDate
+        self.nextWake = nextWake
+    }
+}
+
+extension Loop {
+    /// `mode`'s view, read again under the lock only if the tables changed since. Loop thread only.
+    func view(of mode: Mode) -> ModeView {
+        let version = tablesVersion.current
+        if let view = modeView, view.version == version, view.mode == mode { return view }
+        let view = state.withLock { state in
+            let isCommon = state.commonModes.contains(mode)
+            // Read inside the lock: no change can land between this and the tables read below.
+            let version = state.version.current
+            guard state.modes[mode] != nil else {
+                return ModeView(
+                    mode: mode, version: version, isCommon: isCommon, items: nil, nextFireDate: nil, nextWake: nil)
+            }
+            // Dropping stale heap tops leaves the live tops as they were: not a change.
+            let nextFireDate = state.modes[mode]!.liveTopByFireDate()?.key
+            let nextWake = state.modes[mode]!.liveTopByLatest()?.key
+            return ModeView(
+                mode: mode, version: version, isCommon: isCommon, items: state.modes[mode], nextFireDate: nextFireDate,
+                nextWake: nextWake)
+        }
+        modeView = view
+        return view
+    }
+}
