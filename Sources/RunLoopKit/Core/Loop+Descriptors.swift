@@ -1,0 +1,85 @@
+// Descriptor sources on the loop's thread: bringing the backend in line with the tables, and
+// serving the descriptors that were ready (step 2.5).
+
+extension Loop {
+    /// Queues `source` for the loop thread to bring libevent in line with it; on the loop thread
+    /// that happens at once, so that a descriptor is off epoll before its owner closes it.
+    func descriptorDidChange(_ source: LoopDescriptorSource) {
+        state.withLock { state in
+            state.descriptorChanges.append(source)
+            state.version.bump()
+        }
+        if isCurrentThread {
+            if let backend { applyDescriptorChanges(backend) }
+        } else {
+            wakeUpIfForeign()
+        }
+    }
+
+    /// Loop thread only: registers the descriptors of `mode` if another mode's set is registered,
+    /// then applies queued changes. A descriptor of another mode that stays registered is removed
+    /// when it fires (see `serveDescriptors`).
+    func syncDescriptors(for mode: Mode, _ backend: LibeventBackend) {
+        if backend.registeredMode != mode {
+            let sources = state.withLock { Array($0.modes[mode]?.descriptors.values ?? [:].values) }
+            backend.registeredMode = mode
+            for source in sources {
+                backend.watch(source, source.interest)
+            }
+        }
+        applyDescriptorChanges(backend)
+    }
+
+    func applyDescriptorChanges(_ backend: LibeventBackend) {
+        // Queuing a change bumps the tables' version: unchanged since the queue was emptied, no lock.
+        guard tablesVersion.current != descriptorChangesSeen else { return }
+        let mode = backend.registeredMode
+        let changes: [(source: LoopDescriptorSource, inRegisteredMode: Bool, inAMode: Bool)] = state.withLock {
+            state in
+            descriptorChangesSeen = state.version.current
+            guard !state.descriptorChanges.isEmpty else { return [] }
+            defer { state.descriptorChanges.removeAll(keepingCapacity: true) }
+            return state.descriptorChanges.map { source in
+                (source, mode.map { source.membership.modes.contains($0) } ?? false, !source.membership.isEmpty)
+            }
+        }
+        for change in changes {
+            // nil (invalid) drops the registration and closes a library-owned descriptor; [] only
+            // takes it off epoll. A source in no mode at all is forgotten, so that the backend
+            // does not keep it (and its handler) alive once its user lets go of it.
+            let interest = change.source.interest
+            if interest != nil && !change.inAMode {
+                backend.forget(change.source)
+            } else {
+                backend.watch(change.source, change.inRegisteredMode || interest == nil ? interest : [])
+            }
+        }
+    }
+
+    /// Step 2.5, after timers: calls the handlers of the ready descriptors of `mode`.
+    /// Returns whether any was handled.
+    func serveDescriptors(_ ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)], in mode: Mode) -> Bool {
+        var handled = false
+        // One lock for the batch: which of the ready sources are in the running mode.
+        let inMode: [Bool] = state.withLock { _ in ready.map { $0.0.membership.modes.contains(mode) } }
+        let epoch = removals.load(ordering: .acquiring)
+        for (index, (source, fired)) in ready.enumerated() {
+            // A handler earlier in the batch (or another thread) may have removed this source from
+            // the mode: check again, under the lock, only if anything was removed since.
+            guard inMode[index],
+                removals.load(ordering: .acquiring) == epoch
+                    || state.withLock({ _ in source.membership.modes.contains(mode) })
+            else {
+                // Ready while none of its modes runs: off epoll until one does, so no spin.
+                if !inMode[index] { backend?.watch(source, []) }
+                continue
+            }
+            guard let (handler, wanted) = source.callout else { continue }
+            let events = fired.intersection(wanted)
+            guard !events.isEmpty else { continue }
+            callOut(.descriptor) { handler(source, events) }
+            handled = true
+        }
+        return handled
+    }
+}
