@@ -32,10 +32,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "runloop-demo",
-            dependencies: ["RunLoopKit", "ToolSupport"]
+            dependencies: ["RunLoopKit"]
         ),
-        // The demo's and the benchmark's own lock (not part of the library's API).
-        .target(name: "ToolSupport"),
         // Run by the tests as a child process: main-queue behaviour needs the real main thread.
         .executableTarget(
             name: "runloop-mainqueue-probe",
@@ -72,7 +70,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "runloop-bench",
-            dependencies: ["RunLoopKit", "CRawPeer", "CRawLibevent", "CRawLibuv", "CRawGLib", "ToolSupport"]
+            dependencies: ["RunLoopKit", "CRawPeer", "CRawLibevent", "CRawLibuv", "CRawGLib"]
         ),
 
         // HTTP/1.1 server on RunLoopKit, and the same server on raw libevent in C for comparison.

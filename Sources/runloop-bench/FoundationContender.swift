@@ -3,8 +3,8 @@ import CoreFoundation
 import Dispatch
 import Foundation
 import Glibc
+import RunLoopKit
 import Synchronization
-import ToolSupport
 
 // The workloads on Foundation's run loop as shipped with the Swift toolchain on Linux
 // (swift-corelibs-foundation's CoreFoundation), at its best: the CF API directly, and
@@ -32,9 +32,9 @@ private func makeKeepAliveSource() -> CFRunLoopSource {
 final class CFLoopThread: @unchecked Sendable {
     let runLoop: CFRunLoop
     private let thread: NativeThread
-    private let shared: Shared
+    private let shared: ThreadShared
 
-    private final class Shared: @unchecked Sendable {
+    private final class ThreadShared: @unchecked Sendable {
         let stopRequested = Atomic<Bool>(false)
         var runLoop: CFRunLoop?
     }
@@ -42,7 +42,7 @@ final class CFLoopThread: @unchecked Sendable {
     /// Starts the thread; `setup` runs on it, with its run loop, before the loop first runs.
     /// Nil if the thread did not come up.
     init?(setup: (@Sendable (CFRunLoop) -> Void)? = nil) {
-        let shared = Shared()
+        let shared = ThreadShared()
         let ready = DispatchSemaphore(value: 0)
         let thread = NativeThread {
             let runLoop = CFRunLoopGetCurrent()!
@@ -348,8 +348,8 @@ enum FoundationContender: Contender {
             guard read(state.endB, &byte, 1) == 1 else { return }
             _ = write(state.endB, &byte, 1)
         }
-        let socketA = Shared<Handed<CFSocket>?>(nil)
-        let socketB = Shared<Handed<CFSocket>?>(nil)
+        let socketA = Locked<Handed<CFSocket>?>(nil)
+        let socketB = Locked<Handed<CFSocket>?>(nil)
         let threadA = CFLoopThread { _ in
             let socket = attachSocket(state.endA, state, onA)
             socketA.withLock { $0 = socket.map(Handed.init) }

@@ -3,7 +3,6 @@ import Dispatch
 import Glibc
 import RunLoopKit
 import Synchronization
-import ToolSupport
 
 /// The workloads on RunLoopKit, through its public API only.
 enum RunLoopKitContender: Contender {

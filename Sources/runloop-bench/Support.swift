@@ -1,8 +1,8 @@
 import CRawPeer
 import Dispatch
 import Glibc
+import RunLoopKit
 import Synchronization
-import ToolSupport
 
 // Threads, clocks, memory and small shared boxes used by every implementation's workloads.
 
@@ -62,7 +62,7 @@ final class NativeThread: @unchecked Sendable {
     private var thread = pthread_t()
     private let finished = DispatchSemaphore(value: 0)
     /// (the body has finished, the thread is joined or detached)
-    private let status = Shared((finished: false, released: false))
+    private let status = Locked((finished: false, released: false))
 
     private final class Start {
         let body: () -> Void
@@ -206,7 +206,7 @@ func pinCurrentThread(to cpu: Int32) -> Bool { raw_pin_thread(cpu) != 0 }
 /// Pins a loop thread to processor `cpu` with a block run through `perform`; false if it did not
 /// run within 10 s or could not pin.
 func pinLoopThread(to cpu: Int32, with perform: (@escaping @Sendable () -> Void) -> Void) -> Bool {
-    let pinned = Shared(false)
+    let pinned = Locked(false)
     let ran = DispatchSemaphore(value: 0)
     perform {
         let done = pinCurrentThread(to: cpu)
@@ -224,7 +224,7 @@ final class PostCounter: @unchecked Sendable {
     let done = DispatchSemaphore(value: 0)
     /// When the first producer left the start line (on two cores the measuring thread may not
     /// run again until the producers are done).
-    private let firstStart = Shared(Double.infinity)
+    private let firstStart = Locked(Double.infinity)
 
     /// The counter of the run in progress, for blocks that capture nothing: set before the
     /// producers start, cleared once the loop thread has stopped.

@@ -1,5 +1,5 @@
+import RunLoopKit
 import Synchronization
-import ToolSupport
 
 // The workloads (the Swift concurrency ones are in ConcurrencyWorkloads.swift). Each implementation (a `Contender`) does every workload the same way in
 // spirit; the per-implementation files say how exactly.
@@ -88,7 +88,7 @@ enum MetricID {
 
 /// Leads (seconds from now to the first due time) that let each implementation finish scheduling
 /// before its first timer is due; learnt from the runs so far.
-private let timerLeads = Shared<[Implementation: Double]>([:])
+private let timerLeads = Locked<[Implementation: Double]>([:])
 
 enum Workloads {
     static let all: [Workload] = [

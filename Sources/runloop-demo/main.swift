@@ -14,7 +14,6 @@
 import Dispatch
 import Glibc
 import RunLoopKit
-import ToolSupport
 
 // MARK: - Helpers
 
@@ -244,7 +243,7 @@ func backgroundThread() {
     say("started LoopThread(name: \"demo-worker\"); this thread is '\(threadName())'")
 
     // The worker answers by signalling a source on the main loop: signal() wakes the loop.
-    let answers = Shared(0)
+    let answers = Locked(0)
     let reply = LoopSource {}
     main.add(reply, forMode: .default)
 
@@ -269,7 +268,7 @@ func backgroundThread() {
     say("the main loop woke for the answers")
 
     // Many blocks posted between two iterations cost one wake-up, not one each.
-    let wakeUps = Shared(0)
+    let wakeUps = Locked(0)
     let counter = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps.withLock { $0 += 1 } }
     worker.loop.add(counter, forMode: .common)
     worker.loop.perform {
@@ -280,7 +279,7 @@ func backgroundThread() {
     wakeUps.withLock { $0 = 0 }
 
     let posts = 10_000
-    let ran = Shared(0)
+    let ran = Locked(0)
     for _ in 0..<posts {
         worker.loop.perform {
             let count = ran.withLock { count in
@@ -392,7 +391,7 @@ func tracing() {
     let tracer = LoopTracer(capacity: 20_000)
     loop.attach(tracer)
     worker.loop.attach(tracer)
-    let hangs = Shared<[LoopHangMonitor.Report]>([])
+    let hangs = Locked<[LoopHangMonitor.Report]>([])
     let monitor = LoopHangMonitor(loop: loop, threshold: .milliseconds(15)) { report in
         hangs.withLock { $0.append(report) }
     }
@@ -404,7 +403,7 @@ func tracing() {
         return
     }
     let (readEnd, writeEnd) = (ends[0], ends[1])
-    let replies = Shared(0)
+    let replies = Locked(0)
     let pipeReader = try? LoopDescriptorSource(fileDescriptor: readEnd, events: .readable) { source, _ in
         var bytes = [UInt8](repeating: 0, count: 64)
         _ = read(source.fileDescriptor, &bytes, bytes.count)

@@ -7,7 +7,7 @@ import Testing
 @Suite(.serialized) struct BlockBufferTests {
     /// Counts live instances; a block's closure holds one.
     private final class Token: @unchecked Sendable {
-        static let live = Mutex(0)
+        static let live = Locked(0)
         let value: Int
         init(_ value: Int) {
             self.value = value

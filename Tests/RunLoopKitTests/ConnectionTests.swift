@@ -118,7 +118,7 @@ import Testing
         // Timed on the loop's thread, where the completion runs: an awaiting task may resume much
         // later on a test machine whose cooperative threads are busy.
         let start = ContinuousClock.now
-        let outcome = Mutex<(error: LoopError?, elapsed: Duration)?>(nil)
+        let outcome = Locked<(error: LoopError?, elapsed: Duration)?>(nil)
         LoopConnection.connect(to: listener.localAddress, on: client.loop, timeout: .milliseconds(300)) { result in
             var error: LoopError?
             if case .failure(let failure) = result { error = failure }

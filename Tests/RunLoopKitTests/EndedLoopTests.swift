@@ -16,7 +16,7 @@ import Testing
             switch self {
             case .threadExited:
                 // Joined: the thread's loop is torn down by the time this returns.
-                let loop = Mutex<Loop?>(nil)
+                let loop = Locked<Loop?>(nil)
                 runOnJoinedThread { loop.withLock { $0 = Loop.current } }
                 return loop.withLock { $0! }
             case .loopThreadStopped:

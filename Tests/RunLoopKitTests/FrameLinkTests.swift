@@ -60,7 +60,13 @@ import Testing
         }
         #expect(duration == frame)
         #expect(frames.count == 10)
-        #expect(frames.first?.timestamp == origin + frame)
+        // The first frame one frame after the add; on a loaded machine that one may be missed, and
+        // the first callout is then on a later grid point (never between two).
+        if let first = frames.first?.timestamp {
+            let offset = first - origin
+            #expect(offset >= frame)
+            #expect(offset == frame * Int(((offset / frame).rounded())), "first frame \(offset) after the add")
+        }
         Self.expectWellFormed(frames, origin: origin, frame: frame)
     }
 

@@ -39,7 +39,7 @@ import Testing
         let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
             let threads = 100
             let before = openDescriptorCount()
-            let whileRunning = Mutex<Int>(0)
+            let whileRunning = Locked<Int>(0)
             for _ in 0..<threads {
                 runOnJoinedThread {
                     let loop = Loop.current
@@ -78,7 +78,7 @@ import Testing
         let observer = LoopObserver(activities: .afterWaiting) { _, activity in wakeUps.append(activity) }
         // Adding the observer from here wakes the loop once; the settle block starts the count after that.
         loop.add(observer, forMode: .default)
-        let cpuAtStart = Mutex<Duration?>(nil)
+        let cpuAtStart = Locked<Duration?>(nil)
         let settled = DispatchSemaphore(value: 0)
         loop.perform {
             wakeUps.removeAll()
@@ -93,8 +93,8 @@ import Testing
         let wakeUpsWhileIdle = wakeUps.count
         let waitingWhileIdle = loop.isWaiting
 
-        let cpuAtEnd = Mutex<Duration?>(nil)
-        let waitingInsideABlock = Mutex<Bool?>(nil)
+        let cpuAtEnd = Locked<Duration?>(nil)
+        let waitingInsideABlock = Locked<Bool?>(nil)
         let measured = DispatchSemaphore(value: 0)
         loop.perform {
             let now = threadCPUTime()

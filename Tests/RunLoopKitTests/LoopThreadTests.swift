@@ -13,7 +13,7 @@ import Testing
         defer { thread.stop() }
         // The loop is there as soon as init returns.
         let loop = thread.loop
-        let seen = Mutex<(name: String, isLoopThread: Bool)?>(nil)
+        let seen = Locked<(name: String, isLoopThread: Bool)?>(nil)
         let done = DispatchSemaphore(value: 0)
         loop.perform {
             let value = (kernelThreadName(), Loop.current === loop)
@@ -56,7 +56,7 @@ import Testing
         defer { thread.stop() }
         let loop = thread.loop
         let fired = DispatchSemaphore(value: 0)
-        let firing = Mutex<(onLoopThread: Bool, after: Duration)?>(nil)
+        let firing = Locked<(onLoopThread: Bool, after: Duration)?>(nil)
         let start = ContinuousClock.now
         let timer = LoopTimer(after: .milliseconds(20)) { _ in
             let value = (Loop.current === loop, ContinuousClock.now - start)

@@ -9,11 +9,11 @@ import Testing
 /// holds blocks for modes that are not running, never sleeps on a block, and coalesces wake-ups.
 @Suite struct PerformTests {
     @Test func performFromAnotherThreadWakesASleepingLoop() {
-        let posted = Mutex<ContinuousClock.Instant?>(nil)
+        let posted = Locked<ContinuousClock.Instant?>(nil)
         let (result, latency, elapsed) = onFreshThread {
             let loop = Loop.current
             loop.add(LoopSource {}, forMode: .default)
-            let ran = Mutex<ContinuousClock.Instant?>(nil)
+            let ran = Locked<ContinuousClock.Instant?>(nil)
             whenAsleep(loop) {
                 posted.withLock { $0 = .now }
                 loop.perform {
@@ -142,7 +142,7 @@ import Testing
         let blocks = 1_000
         let ran = Recorder<Int>()
         let drain = Recorder<Loop.Activity>()
-        let seenDuringDrain = Mutex<[Loop.Activity]>([])
+        let seenDuringDrain = Locked<[Loop.Activity]>([])
         let result = onFreshThread {
             let loop = Loop.current
             loop.add(LoopSource {}, forMode: .default)
@@ -190,8 +190,8 @@ import Testing
             let loop = Loop.current
             loop.spinLimit = .zero
             loop.add(LoopSource {}, forMode: .default)
-            let slept = Mutex<ContinuousClock.Instant?>(nil)
-            let woke = Mutex<Duration?>(nil)
+            let slept = Locked<ContinuousClock.Instant?>(nil)
+            let woke = Locked<Duration?>(nil)
             let observer = LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
                 if activity == .beforeWaiting {
                     slept.withLock { $0 = $0 ?? .now }

@@ -13,7 +13,7 @@ import Testing
             let loop = Loop.current
             let runs = Recorder<Bool>()
             let start = ContinuousClock.now
-            let elapsed = Mutex<Duration?>(nil)
+            let elapsed = Locked<Duration?>(nil)
             loop.schedule(after: .milliseconds(20)) {
                 runs.append(loop.isCurrentThread)
                 elapsed.withLock { $0 = ContinuousClock.now - start }
@@ -98,8 +98,8 @@ import Testing
         defer { thread.stop() }
         let loop = thread.loop
         let perThread = 2_000
-        let runs = Mutex<[Int: Int]>([:])
-        let handles = Mutex<[Int: LoopScheduled]>([:])
+        let runs = Locked<[Int: Int]>([:])
+        let handles = Locked<[Int: LoopScheduled]>([:])
         DispatchQueue.concurrentPerform(iterations: 4) { worker in
             for index in 0..<perThread {
                 let id = worker * perThread + index
@@ -139,7 +139,7 @@ import Testing
 
     @Test func blocksPendingWhenTheThreadExitsAreCancelled() {
         let counter = DeinitCounter()
-        let handle = Mutex<LoopScheduled?>(nil)
+        let handle = Locked<LoopScheduled?>(nil)
         runOnJoinedThread {
             let tracked = counter.make()
             let scheduled = Loop.current.schedule(after: .seconds(60)) { tracked.touch() }

@@ -8,8 +8,8 @@ import Testing
 /// signal time, each is unsignalled before its handler, and only in the modes that hold it.
 @Suite struct SourceTests {
     @Test func signalFromAnotherThreadWakesASleepingLoop() {
-        let signalled = Mutex<ContinuousClock.Instant?>(nil)
-        let performed = Mutex<ContinuousClock.Instant?>(nil)
+        let signalled = Locked<ContinuousClock.Instant?>(nil)
+        let performed = Locked<ContinuousClock.Instant?>(nil)
         let (result, elapsed) = onFreshThread {
             let loop = Loop.current
             let source = LoopSource { performed.withLock { $0 = .now } }

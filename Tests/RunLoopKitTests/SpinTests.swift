@@ -32,11 +32,11 @@ import Testing
     /// effect comes within 50 ms of the call.
     @Test(arguments: Kick.allCases)
     func everyWakeUpReachesASpinningLoopAtOnce(_ kick: Kick) {
-        let kicked = Mutex<ContinuousClock.Instant?>(nil)
+        let kicked = Locked<ContinuousClock.Instant?>(nil)
         let (sawSpin, result, latency) = onFreshThread { () -> (Bool, Loop.RunResult, Duration?) in
             let loop = Loop.current
             loop.spinLimit = .seconds(1)
-            let done = Mutex<ContinuousClock.Instant?>(nil)
+            let done = Locked<ContinuousClock.Instant?>(nil)
             let finish = { @Sendable in
                 done.withLock { $0 = $0 ?? .now }
                 Loop.current.stop()
@@ -50,7 +50,7 @@ import Testing
                 if kick == .wakeUp, kicked.withLock({ $0 }) != nil { finish() }
             }
             loop.add(observer, forMode: .default)
-            let sawSpin = Mutex(false)
+            let sawSpin = Locked(false)
             Thread.detachNewThread {
                 let spinning = SpinTests.waitUntilSpinning(loop)
                 sawSpin.withLock { $0 = spinning }
@@ -81,7 +81,7 @@ import Testing
             let loop = Loop.current
             loop.spinLimit = .seconds(1)
             let due = ContinuousClock.now + .milliseconds(20)
-            let fired = Mutex<ContinuousClock.Instant?>(nil)
+            let fired = Locked<ContinuousClock.Instant?>(nil)
             loop.add(
                 LoopTimer(fireAt: due) { _ in
                     fired.withLock { $0 = .now }
@@ -110,7 +110,7 @@ import Testing
             loop.spinLimit = limit
             loop.add(LoopSource {}, forMode: .default)
             if descriptor { loop.add(source, forMode: .default) }
-            let sawWaiting = Mutex(false)
+            let sawWaiting = Locked(false)
             Thread.detachNewThread {
                 let limit = ContinuousClock.now + .milliseconds(100)
                 var waiting = false
@@ -122,7 +122,7 @@ import Testing
                 loop.stop()
             }
             loop.run(mode: .default, for: .seconds(5))
-            return (loop.spinsStarted, sawWaiting.withLock { $0 })
+            return (loop.onThread.spin.started, sawWaiting.withLock { $0 })
         }
         #expect((spun > 0) == spins, "\(spun) spins")
         if !spins { #expect(sawWaiting) }
@@ -136,7 +136,7 @@ import Testing
             loop.spinLimit = .milliseconds(20)
             let start = threadCPUTime()
             let began = ContinuousClock.now
-            let fired = Mutex(0)
+            let fired = Locked(0)
             loop.add(
                 LoopTimer(after: interval, repeating: interval) { timer in
                     let count = fired.withLock {
@@ -200,7 +200,7 @@ import Testing
             b.stop()
             a.stop()
         }
-        let count = Mutex(0)
+        let count = Locked(0)
         let done = DispatchSemaphore(value: 0)
         @Sendable func ping() {
             b.loop.perform {

@@ -61,7 +61,7 @@ import Testing
 
     @Test func wakeUpEndsASleepWithoutHandlingAnything() {
         let wokenAt = Recorder<ContinuousClock.Instant>()
-        let wakeUpCalledAt = Mutex<ContinuousClock.Instant?>(nil)
+        let wakeUpCalledAt = Locked<ContinuousClock.Instant?>(nil)
         let performed = Recorder<Int>()
         let (result, elapsed) = onFreshThread {
             let loop = Loop.current

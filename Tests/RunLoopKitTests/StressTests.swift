@@ -48,7 +48,7 @@ import Testing
         defer { thread.stop() }
         let count = 200
         let firedAfterInvalidation = Atomic<Int>(0)
-        let invalidated = Mutex([Bool](repeating: false, count: count))
+        let invalidated = Locked([Bool](repeating: false, count: count))
         let timers = (0..<count).map { index in
             LoopTimer(after: .zero, repeating: .microseconds(200)) { _ in
                 if invalidated.withLock({ $0[index] }) {
@@ -181,7 +181,7 @@ import Testing
 func awaitOnLoop<T: Sendable>(_ loop: Loop, timeout: Duration = .seconds(30), _ body: @escaping @Sendable () -> T)
     throws -> T
 {
-    let result = Mutex<T?>(nil)
+    let result = Locked<T?>(nil)
     let done = DispatchSemaphore(value: 0)
     loop.perform {
         let value = body()

@@ -7,7 +7,7 @@ import Synchronization
 /// Runs `body` on a new thread (with its own loop, torn down when the thread exits) and returns
 /// its result. Tests drive loops on their own threads so that no two tests share a loop.
 func onFreshThread<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
-    let result = Mutex<T?>(nil)
+    let result = Locked<T?>(nil)
     let done = DispatchSemaphore(value: 0)
     let thread = Thread {
         let value = body()
@@ -21,7 +21,7 @@ func onFreshThread<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
 
 /// A thread-safe log of events, for comparing sequences.
 final class Recorder<Event: Sendable>: Sendable {
-    private let storage = Mutex<[Event]>([])
+    private let storage = Locked<[Event]>([])
 
     func append(_ event: Event) { storage.withLock { $0.append(event) } }
     var events: [Event] { storage.withLock { $0 } }
@@ -55,22 +55,6 @@ func whenAsleep(_ loop: Loop, _ body: @escaping @Sendable () -> Void) {
     thread.start()
 }
 
-/// The tests' lock, shaped like `Synchronization.Mutex` (and found before it by name lookup) but
-/// built on `NSLock`, a pthread mutex that ThreadSanitizer understands: the sanitizer runs then
-/// report real races only.
-final class Mutex<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
-
 /// Runs `body` on a new pthread and joins it: when this returns, the thread has exited and its
 /// loop has been torn down.
 func runOnJoinedThread(_ body: @escaping @Sendable () -> Void) {
@@ -93,7 +77,7 @@ func runOnJoinedThread(_ body: @escaping @Sendable () -> Void) {
 /// Counts the deinits of the `Tracked` objects made from it: a test lets an object be captured by
 /// an item's handler and checks that dropping the item released it.
 final class DeinitCounter: Sendable {
-    private let count = Mutex(0)
+    private let count = Locked(0)
     var value: Int { count.withLock { $0 } }
     func increment() { count.withLock { $0 += 1 } }
 

@@ -32,7 +32,7 @@ import Testing
         defer { pool.shutdown() }
         let thread = LoopThread(name: "wp-ended-loop")
         thread.stop()
-        let ran = Mutex(false)
+        let ran = Locked(false)
         pool.run({ 1 }, completingOn: thread.loop) { _ in ran.withLock { $0 = true } }
         // One pool thread: once this has run, the completion above was posted and released.
         try await pool.run {}
@@ -45,7 +45,7 @@ import Testing
     @Test func completionsPendingWhenTheLoopEndsAreDropped() async throws {
         let pool = LoopWorkPool(name: "wp-pending", threads: 1)
         defer { pool.shutdown() }
-        let ran = Mutex(false)
+        let ran = Locked(false)
         let posted = DispatchSemaphore(value: 0)
         runOnJoinedThread {
             let loop = Loop.current
@@ -95,7 +95,7 @@ import Testing
         try await thread.loop.submit {}
         #expect(Set(results.events) == ["a ran", "b cancelled", "c cancelled"])
 
-        let refused = Mutex<(any Error)?>(nil)
+        let refused = Locked<(any Error)?>(nil)
         let refusedDone = DispatchSemaphore(value: 0)
         pool.run({ 1 }, completingOn: thread.loop) { result in
             if case .failure(let error) = result { refused.withLock { $0 = error } }
@@ -113,7 +113,7 @@ import Testing
         let pool = LoopWorkPool(name: "wp-async", threads: 1)
         defer { pool.shutdown() }
         let (gate, _) = occupy(pool)
-        let ran = Mutex(false)
+        let ran = Locked(false)
         let task = Task { try await pool.run { ran.withLock { $0 = true } } }
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }

@@ -15,7 +15,7 @@ import Testing
         }
         let loop = thread.loop
         let done = DispatchSemaphore(value: 0)
-        let seen = Mutex<(value: Int?, workOnLoop: Bool, completionOnLoop: Bool)>((nil, true, false))
+        let seen = Locked<(value: Int?, workOnLoop: Bool, completionOnLoop: Bool)>((nil, true, false))
         pool.run(
             { () -> Int in
                 seen.withLock { $0.workOnLoop = loop.isCurrentThread }
@@ -69,7 +69,7 @@ import Testing
         defer { pool.shutdown() }
         let gate = DispatchSemaphore(value: 0)
         let started = DispatchSemaphore(value: 0)
-        let running = Mutex((now: 0, most: 0))
+        let running = Locked((now: 0, most: 0))
         for _ in 0..<20 {
             pool.run(
                 {
@@ -125,7 +125,7 @@ import Testing
             results.append((try? result.get()) != nil ? "first ran" : "first failed")
             done.signal()
         }
-        let ran = Mutex(false)
+        let ran = Locked(false)
         let second = pool.run({ ran.withLock { $0 = true } }, completingOn: thread.loop) { result in
             if case .failure(let error) = result, error is CancellationError { results.append("second cancelled") }
             done.signal()
@@ -151,11 +151,11 @@ import Testing
             pool.shutdown()
         }
         let count = 4000
-        let ran = (0..<count).map { _ in Mutex(0) }
-        let cancelledFirst = (0..<count).map { _ in Mutex<Bool?>(nil) }
-        let completed = (0..<count).map { _ in Mutex<String?>(nil) }
+        let ran = (0..<count).map { _ in Locked(0) }
+        let cancelledFirst = (0..<count).map { _ in Locked<Bool?>(nil) }
+        let completed = (0..<count).map { _ in Locked<String?>(nil) }
         let allDone = DispatchSemaphore(value: 0)
-        let remaining = Mutex(count)
+        let remaining = Locked(count)
         var handles: [LoopWork] = []
         for index in 0..<count {
             handles.append(

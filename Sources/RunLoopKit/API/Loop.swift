@@ -48,39 +48,36 @@ public final class Loop: @unchecked Sendable {
     private let threadKey: pthread_key_t
 
     // MARK: Loop-thread-only state
-    //
-    // Only the loop's thread touches these, and never across a callout (the iteration moves what it
-    // works on into locals first), so the runtime's dynamic exclusivity checks, a lookup on every
-    // access of a class's stored property, are turned off for them.
+
+    /// What only the loop's thread touches, never across a callout (the iteration moves what it
+    /// works on into locals first). Stored without the runtime's dynamic exclusivity checks (a
+    /// lookup on every access of a class's stored property); debug builds check the thread rule
+    /// instead, at the one accessor, `onThread`.
+    @exclusivity(unchecked) private var threadState = LoopThreadState()
+
+    /// The loop-thread-only state. Loop thread only (checked in debug builds).
+    var onThread: LoopThreadState {
+        _read {
+            assertLoopThread()
+            yield threadState
+        }
+        _modify {
+            assertLoopThread()
+            yield &threadState
+        }
+    }
 
     /// Created on the loop thread at the first run: every libevent call stays on this thread.
-    @exclusivity(unchecked) var backend: LibeventBackend?
-    /// Blocks moved out of the inbox that wait for a mode that is not running.
-    @exclusivity(unchecked) var pendingBlocks = BlockBuffer()
-    /// An empty block buffer for `runBlocks` to move a batch into and run it from; nil while a
-    /// batch runs (a nested run then makes its own).
-    @exclusivity(unchecked) var runnableSpare: BlockBuffer? = BlockBuffer()
-    /// The attached instruments, nil when none (loop thread; refreshed from `instrumentRegistry`).
-    @exclusivity(unchecked) var instruments: [any LoopInstrument]?
-    /// The tables' version when the descriptor change queue was last emptied.
-    @exclusivity(unchecked) var descriptorChangesSeen: UInt64 = 0
-    /// Reused by each pass over signalled sources, so that it allocates nothing.
-    @exclusivity(unchecked) var signalledScratch: [(source: LoopSource, since: UInt64)] = []
-    /// What the iteration last read about its mode (see `view(of:)`).
-    @exclusivity(unchecked) var modeView: ModeView?
-    /// A running average of how long the loop's recent waits lasted, in ticks (see `Loop+Spin.swift`);
-    /// negative before the first wait, which spins.
-    @exclusivity(unchecked) var averageWait: Ticks = -1
-    /// Waits left before the loop spins again after a spin found it descheduled, and the length
-    /// of the last such pause (see `Loop+Spin.swift`).
-    @exclusivity(unchecked) var spinBackoff = 0
-    @exclusivity(unchecked) var spinBackoffLength = 0
-    /// How many spins the loop has started (for tests and diagnostics).
-    @exclusivity(unchecked) var spinsStarted = 0
-    /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
-    @exclusivity(unchecked) var mainQueuePending = false
-    /// Main loop: inside `_dispatch_main_queue_callback_4CF`, which must not be re-entered.
-    @exclusivity(unchecked) var drainingMainQueue = false
+    var backend: LibeventBackend? {
+        get { onThread.backend }
+        set { onThread.backend = newValue }
+    }
+
+    /// The attached instruments, nil when none (refreshed from `instrumentRegistry`). Loop thread.
+    var instruments: [any LoopInstrument]? {
+        get { onThread.instruments }
+        set { onThread.instruments = newValue }
+    }
 
     private init(isMainLoop: Bool) {
         self.isMainLoop = isMainLoop
@@ -117,6 +114,12 @@ public final class Loop: @unchecked Sendable {
             return raw == Unmanaged.passUnretained(self).toOpaque()
         }
         return isMainLoop && Platform.isMainThread
+    }
+
+    /// Debug builds: traps unless called on the loop's thread (or during its teardown there).
+    @inline(__always)
+    func assertLoopThread() {
+        assert(isCurrentThread, "RunLoopKit: loop-thread-only state touched from another thread")
     }
 
     func preconditionLoopThread(_ what: @autoclosure () -> String) {
@@ -184,9 +187,9 @@ public final class Loop: @unchecked Sendable {
         closeScheduledQueue()
         // Released outside the lock: a closure's deinit may post to this loop (and be refused).
         let orphans = inbox.takeOrphans()
-        orphans.append(movingFrom: pendingBlocks)
-        pendingBlocks = BlockBuffer(capacity: 1)
-        runnableSpare = nil
+        orphans.append(movingFrom: onThread.pendingBlocks)
+        onThread.pendingBlocks = BlockBuffer(capacity: 1)
+        onThread.runnableSpare = nil
         runOrphanedJobs(orphans)
         let (items, old, released) = state.withLock { state in
             let items = state.allItems()

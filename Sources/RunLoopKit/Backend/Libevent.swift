@@ -67,6 +67,14 @@ final class LibeventBackend {
 
     /// `event_base_new_with_config` with no locking (only the loop's thread uses the base), plus the
     /// persistent read events of the wake-up eventfd (owned by the loop) and of a new timerfd.
+    /// The loop's thread, which alone may use the backend (checked in debug builds).
+    private let thread = pthread_self()
+
+    @inline(__always)
+    private func assertLoopThread() {
+        assert(pthread_equal(thread, pthread_self()) != 0, "RunLoopKit: the event backend used off its loop's thread")
+    }
+
     init(wakeDescriptor: Int32) throws(LoopError) {
         self.wakeDescriptor = wakeDescriptor
         LibeventBackend.quietLogs
@@ -126,6 +134,7 @@ final class LibeventBackend {
     }
 
     private func dispatch(_ flags: Int32) -> BackendEvents {
+        assertLoopThread()
         // Reset in place: the ready array keeps its capacity from one dispatch to the next (the
         // loop's copy of the previous one, if a nested run is iterating it, is left intact).
         events.woken = false
@@ -155,6 +164,7 @@ final class LibeventBackend {
     /// valid is dropped (`event_free`). If libevent refuses the descriptor, the source fails with
     /// a `LoopError` naming it.
     func watch(_ source: LoopDescriptorSource, _ events: LoopDescriptorSource.Events?) {
+        assertLoopThread()
         let id = ObjectIdentifier(source)
         var flags: Int32 = 0
         if let events {

@@ -1,12 +1,18 @@
 import Glibc
 import Synchronization
 
-/// A value behind a `pthread_mutex_t`, in one allocation.
+// The package's locks: `Locked`, a value behind a pthread mutex, for everything; and `LockWord`,
+// a word inside the object it guards, only where a measurement showed it wins (each use says
+// which figure). Both are visible to ThreadSanitizer: the mutex as a pthread mutex, the word
+// through its acquiring and releasing atomics.
+
+/// A value behind a `pthread_mutex_t`, in one allocation: the lock of the library, its demo, its
+/// benchmark and its tests.
 ///
-/// Used instead of `Synchronization.Mutex` because ThreadSanitizer understands pthread mutexes:
-/// with `Mutex` (a bare futex on Linux) every access it protects is reported as a race, and the
-/// sanitizer runs would be noise.
-struct Locked<Value>: @unchecked Sendable {
+/// Any thread. Used instead of `Synchronization.Mutex` because ThreadSanitizer understands
+/// pthread mutexes: with `Mutex` (a bare futex on Linux) every access it protects is reported as a
+/// race, and the sanitizer runs would be noise. A copy shares the value and the lock.
+package struct Locked<Value>: @unchecked Sendable {
     private final class Storage: ManagedBuffer<Value, pthread_mutex_t> {
         deinit {
             // ManagedBuffer destroys the header (the value) itself; the mutex is ours.
@@ -16,7 +22,8 @@ struct Locked<Value>: @unchecked Sendable {
 
     private let storage: Storage
 
-    init(_ value: Value) {
+    /// A lock guarding `value`.
+    package init(_ value: Value) {
         let buffer = Storage.create(minimumCapacity: 1) { _ in value }
         buffer.withUnsafeMutablePointerToElements { mutex in
             mutex.initialize(to: pthread_mutex_t())
@@ -29,47 +36,31 @@ struct Locked<Value>: @unchecked Sendable {
 
     /// Runs `body` with the value, holding the lock. `body` must not take this lock again.
     @inline(__always)
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         try storage.withUnsafeMutablePointers { value, mutex in
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }
             return try body(&value.pointee)
         }
     }
+
+    /// A copy of the value, read under the lock.
+    package var current: Value { withLock { $0 } }
 }
 
-/// A value behind a lock word (`Atomic<Bool>.lockSpinning()`) in the same object, so that the
-/// word and the value share a cache line.
-///
-/// For the loop's inbox: every posting thread takes it for an append of a few instructions, and
-/// the loop thread for a pointer swap. Against a pthread mutex it saves two calls per post and
-/// a second cache line, and a contended thread never sleeps in the kernel for a lock that is
-/// free again nanoseconds later (it yields the processor after a short spin instead, so a holder
-/// that was preempted gets to run). The acquiring and releasing orderings make it visible to
-/// ThreadSanitizer like a mutex.
-final class WordLocked<Value>: @unchecked Sendable {
+/// A lock word stored in the object whose few fields it guards: no allocation of its own and the
+/// same cache line as the fields. It spins briefly, then yields the processor between attempts,
+/// so a contended thread never sleeps in the kernel for a lock that is free again nanoseconds
+/// later, and a holder that was preempted gets to run. For critical sections of a few
+/// instructions only.
+struct LockWord: ~Copyable, @unchecked Sendable {
     private let word = Atomic<Bool>(false)
-    // Guarded by `word`: the runtime's exclusivity checks would only repeat what the lock ensures.
-    @exclusivity(unchecked) private var value: Value
 
-    init(_ value: Value) { self.value = value }
+    init() {}
 
-    /// Runs `body` with the value, holding the lock word. `body` must not take it again.
     @inline(__always)
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        word.lockSpinning()
-        defer { word.unlock() }
-        return try body(&value)
-    }
-}
-
-extension Atomic where Value == Bool {
-    /// Takes a lock word: spins briefly, then yields the processor between attempts. For critical
-    /// sections of a few instructions that are rarely contended; the acquiring and releasing
-    /// orderings make it visible to ThreadSanitizer like a mutex.
-    @inline(__always)
-    func lockSpinning() {
-        if compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged { return }
+    func lock() {
+        if word.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged { return }
         lockContended()
     }
 
@@ -77,8 +68,8 @@ extension Atomic where Value == Bool {
     private func lockContended() {
         var spins = 0
         while true {
-            if !load(ordering: .relaxed),
-                compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
+            if !word.load(ordering: .relaxed),
+                word.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
             {
                 return
             }
@@ -91,9 +82,16 @@ extension Atomic where Value == Bool {
         }
     }
 
-    /// Releases a lock word taken with `lockSpinning()`.
     @inline(__always)
     func unlock() {
-        store(false, ordering: .releasing)
+        word.store(false, ordering: .releasing)
+    }
+
+    /// Runs `body` holding the word. `body` must not take it again.
+    @inline(__always)
+    func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        lock()
+        defer { unlock() }
+        return try body()
     }
 }

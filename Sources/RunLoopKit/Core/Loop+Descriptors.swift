@@ -32,11 +32,11 @@ extension Loop {
 
     func applyDescriptorChanges(_ backend: LibeventBackend) {
         // Queuing a change bumps the tables' version: unchanged since the queue was emptied, no lock.
-        guard tablesVersion.current != descriptorChangesSeen else { return }
+        guard tablesVersion.current != onThread.descriptorChangesSeen else { return }
         let mode = backend.registeredMode
         let changes: [(source: LoopDescriptorSource, inRegisteredMode: Bool, inAMode: Bool)] = state.withLock {
             state in
-            descriptorChangesSeen = state.version.current
+            onThread.descriptorChangesSeen = state.version.current
             guard !state.descriptorChanges.isEmpty else { return [] }
             defer { state.descriptorChanges.removeAll(keepingCapacity: true) }
             return state.descriptorChanges.map { source in

@@ -85,7 +85,7 @@ extension Loop {
     /// Moves posted blocks to the pending ones. `consumedWakeUp`: the backend has read the
     /// eventfd, so the next post must write it again.
     func collectPosts(consumedWakeUp: Bool = false) {
-        inbox.takePosts(into: &pendingBlocks, consumedWakeUp: consumedWakeUp)
+        inbox.takePosts(into: &onThread.pendingBlocks, consumedWakeUp: consumedWakeUp)
     }
 
     /// Runs the pending blocks that may run in `mode`, in posting order; the others keep waiting.
@@ -93,17 +93,17 @@ extension Loop {
     @discardableResult
     func runBlocks(in mode: Mode) -> Bool {
         collectPosts()
-        guard !pendingBlocks.isEmpty else { return false }
+        guard !onThread.pendingBlocks.isEmpty else { return false }
         let modeIsCommon = view(of: mode).isCommon
         // Set aside before running: a nested run inside a block must see only what is still
         // pending, and must not reach the buffer being drained.
         // An empty buffer to run from: the one kept for that, or (in a nested run) a new one.
-        var runnable = runnableSpare.take() ?? BlockBuffer()
-        if pendingBlocks.allSatisfy({ $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }) {
+        var runnable = onThread.runnableSpare.take() ?? BlockBuffer()
+        if onThread.pendingBlocks.allSatisfy({ $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }) {
             // The usual case: everything pending may run.
-            swap(&runnable, &pendingBlocks)
+            swap(&runnable, &onThread.pendingBlocks)
         } else {
-            pendingBlocks.move(where: { $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }, to: runnable)
+            onThread.pendingBlocks.move(where: { $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }, to: runnable)
             if runnable.isEmpty {
                 keepRunnableSpare(runnable)
                 return false
@@ -142,14 +142,16 @@ extension Loop {
     /// Keeps a drained buffer to run the next batch from, unless one is kept already or a burst
     /// grew it beyond what the loop keeps.
     private func keepRunnableSpare(_ buffer: consuming BlockBuffer) {
-        if runnableSpare == nil && buffer.capacity <= BlockBuffer.retainedCapacity { runnableSpare = buffer }
+        if onThread.runnableSpare == nil && buffer.capacity <= BlockBuffer.retainedCapacity {
+            onThread.runnableSpare = buffer
+        }
     }
 
     /// Whether a block already collected may run in `mode` (call `collectPosts` first to count the
     /// ones other threads posted since).
     func hasPendingBlocks(for mode: Mode) -> Bool {
-        guard !pendingBlocks.isEmpty else { return false }
+        guard !onThread.pendingBlocks.isEmpty else { return false }
         let modeIsCommon = view(of: mode).isCommon
-        return pendingBlocks.contains { $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }
+        return onThread.pendingBlocks.contains { $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }
     }
 }

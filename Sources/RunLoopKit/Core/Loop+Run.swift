@@ -135,7 +135,7 @@ extension Loop {
         takeDueScheduledBlocks()
         if !events.ready.isEmpty, serveDescriptors(events.ready, in: mode) { handledSource = true }
         if performSources(in: mode, ports: true) { handledSource = true }
-        if events.mainQueueReady { mainQueuePending = true }
+        if events.mainQueueReady { onThread.mainQueuePending = true }
         if drainMainQueue(in: mode) { handledSource = true }
 
         // 2.6 Blocks again.
@@ -173,7 +173,7 @@ extension Loop {
     /// Collects what other threads posted (reading away a wake-up written only to announce it),
     /// then says whether nothing keeps the loop from sleeping.
     private func readyToSleep(in mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
-        inbox.prepareToSleep(into: &pendingBlocks)
+        inbox.prepareToSleep(into: &onThread.pendingBlocks)
         return !hasWorkBeforeSleeping(mode, frame, deadline)
     }
 
@@ -213,7 +213,7 @@ extension Loop {
             return true
         }
         if hasPendingBlocks(for: mode) { return true }
-        if mainQueuePending && mayDrainMainQueue(in: mode) { return true }
+        if onThread.mainQueuePending && mayDrainMainQueue(in: mode) { return true }
         let view = view(of: mode)
         // The clock is read only if there is a deadline, a timer or a scheduled block to compare with.
         if deadline.ticks != nil || view.nextFireDate != nil || scheduledWakeTime != nil {
@@ -243,7 +243,7 @@ extension Loop {
             let backend = try LibeventBackend(wakeDescriptor: inbox.descriptor)
             if isMainLoop {
                 try backend.watchMainQueue()
-                mainQueuePending = true  // work queued before the handle existed
+                onThread.mainQueuePending = true  // work queued before the handle existed
             }
             self.backend = backend
             return backend
@@ -262,17 +262,17 @@ extension Loop {
 
     /// Main loop only: in a common mode and not already inside a drain.
     private func mayDrainMainQueue(in mode: Mode) -> Bool {
-        isMainLoop && !drainingMainQueue && view(of: mode).isCommon
+        isMainLoop && !onThread.drainingMainQueue && view(of: mode).isCommon
     }
 
     /// Drains `DispatchQueue.main` (and so `@MainActor` jobs) if it signalled work and `mode` may
     /// serve it, as CoreFoundation does. Returns whether it ran.
     private func drainMainQueue(in mode: Mode) -> Bool {
-        guard mainQueuePending, mayDrainMainQueue(in: mode) else { return false }
-        mainQueuePending = false
-        drainingMainQueue = true
+        guard onThread.mainQueuePending, mayDrainMainQueue(in: mode) else { return false }
+        onThread.mainQueuePending = false
+        onThread.drainingMainQueue = true
         callOut(.mainQueue) { Platform.drainMainQueue() }
-        drainingMainQueue = false
+        onThread.drainingMainQueue = false
         return true
     }
 
@@ -300,11 +300,11 @@ extension Loop {
             : sourceSignalled.exchange(false, ordering: .acquiringAndReleasing)
         guard wasSignalled else { return false }
         // The view's array (no lock); a loop-thread scratch array (no allocation per pass).
-        var signalled = signalledScratch
-        signalledScratch = []
+        var signalled = onThread.signalledScratch
+        onThread.signalledScratch = []
         defer {
             signalled.removeAll(keepingCapacity: true)
-            signalledScratch = signalled
+            onThread.signalledScratch = signalled
         }
         for source in view(of: mode).sources where source.isPort == ports {
             if let since = source.pendingSignal { signalled.append((source, since)) }

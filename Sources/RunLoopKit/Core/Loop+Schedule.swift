@@ -117,7 +117,7 @@ extension Loop {
                 case .queued:
                     if handle.modes == nil { queue.commonCount -= 1 } else { queue.namedCount -= 1 }
                     // Cancelled meanwhile (not yet counted): its run below finds it cancelled.
-                    pendingBlocks.append(LoopBlock(modes: handle.modes, body: .scheduled(handle)))
+                    onThread.pendingBlocks.append(LoopBlock(modes: handle.modes, body: .scheduled(handle)))
                 case .notQueued:
                     break
                 }

@@ -88,9 +88,9 @@ extension Loop {
     /// (the caller checked `maySpin`). Loop thread only.
     func spinBeforeSleeping(until wake: Ticks?, startedAt start: Ticks) -> SpinOutcome {
         let limit = spinLimitNanoseconds.load(ordering: .relaxed)
-        guard limit > 0, averageWait < limit * Loop.spinWhileWaitsUnder else { return .sleep }
-        if spinBackoff > 0 {
-            spinBackoff -= 1
+        guard limit > 0, onThread.spin.averageWait < limit * Loop.spinWhileWaitsUnder else { return .sleep }
+        if onThread.spin.backoff > 0 {
+            onThread.spin.backoff -= 1
             return .sleep
         }
         var end = start + limit
@@ -101,7 +101,7 @@ extension Loop {
         }
         // Only from a quiet inbox: a pending wake-up has its eventfd write, which the sleep takes.
         guard inbox.beginSpin() else { return .sleep }
-        spinsStarted += 1
+        onThread.spin.started += 1
         var now = start
         var descheduled = false
         while now < end {
@@ -117,13 +117,13 @@ extension Loop {
         inbox.endSpin()
         // A kick stored before the unlock is visible here (it was stored under the lock).
         if inbox.wasKicked {
-            spinBackoffLength /= 2
+            onThread.spin.backoffLength /= 2
             return .woken
         }
         if endsAtWake && now >= end && !descheduled { return .wakeTimeCame }
         // Spun for nothing, or descheduled: sleep in the kernel for a while (see the top).
-        spinBackoffLength = min(max(1, spinBackoffLength * 2), Loop.spinBackoffLimit)
-        spinBackoff = spinBackoffLength
+        onThread.spin.backoffLength = min(max(1, onThread.spin.backoffLength * 2), Loop.spinBackoffLimit)
+        onThread.spin.backoff = onThread.spin.backoffLength
         return .expired
     }
 
@@ -135,6 +135,8 @@ extension Loop {
         let longWait = spinLimitNanoseconds.load(ordering: .relaxed) * Loop.spinWhileWaitsUnder
         let waited = woken ? max(0, end - start) : max(end - start, longWait)
         // The first wait is the whole history: a loop that starts idle stops spinning at once.
-        averageWait = averageWait < 0 ? waited : averageWait + (waited - averageWait) / 4
+        onThread.spin.averageWait =
+            onThread.spin.averageWait < 0
+            ? waited : onThread.spin.averageWait + (waited - onThread.spin.averageWait) / 4
     }
 }

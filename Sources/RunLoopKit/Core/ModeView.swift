@@ -34,7 +34,7 @@ extension Loop {
     /// `mode`'s view, read again under the lock only if the tables changed since. Loop thread only.
     func view(of mode: Mode) -> ModeView {
         let version = tablesVersion.current
-        if let view = modeView, view.version == version, view.mode == mode { return view }
+        if let view = onThread.modeView, view.version == version, view.mode == mode { return view }
         let view = state.withLock { state in
             let isCommon = state.commonModes.contains(mode)
             // Read inside the lock: no change can land between this and the tables read below.
@@ -50,7 +50,7 @@ extension Loop {
                 mode: mode, version: version, isCommon: isCommon, items: state.modes[mode], nextFireDate: nextFireDate,
                 nextWake: nextWake)
         }
-        modeView = view
+        onThread.modeView = view
         return view
     }
 }
