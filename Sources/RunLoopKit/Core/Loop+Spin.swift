@@ -60,8 +60,7 @@ extension Loop {
             precondition(
                 newValue >= .zero && newValue <= .seconds(1),
                 "RunLoopKit: spinLimit must be between zero and one second (it is a busy wait), not \(newValue)")
-            let (seconds, attoseconds) = newValue.components
-            spinLimitNanoseconds.store(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, ordering: .relaxed)
+            spinLimitNanoseconds.store(newValue.saturatingNanoseconds, ordering: .relaxed)
         }
     }
 

@@ -117,8 +117,7 @@ public final class LoopHangMonitor: LoopInstrument, @unchecked Sendable {
     }
 
     static func ticks(_ duration: Duration) -> Ticks {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        duration.saturatingNanoseconds
     }
 
     // MARK: LoopInstrument

@@ -106,8 +106,7 @@ final class MetricsRecorder: LoopInstrument, @unchecked Sendable {
     }
 
     func loopDidDequeue(_ loop: Loop, _ kind: LoopCalloutKind, queueDelay: Duration) {
-        let (seconds, attoseconds) = queueDelay.components
-        let nanoseconds = UInt64(max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+        let nanoseconds = UInt64(queueDelay.saturatingNanoseconds)
         let bucket = min(LoopMetrics.bucketCount - 1, max(0, 63 - nanoseconds.leadingZeroBitCount))
         counters.withLock { $0.delays[bucket] += 1 }
     }

@@ -210,8 +210,7 @@ public final class LoopTracer: LoopInstrument, @unchecked Sendable {
 
     /// Loop thread (instrument hook): keeps the queue delay for the callout that follows.
     public func loopDidDequeue(_ loop: Loop, _ kind: LoopCalloutKind, queueDelay: Duration) {
-        let (seconds, attoseconds) = queueDelay.components
-        let delay = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let delay = queueDelay.saturatingNanoseconds
         storage.withLock { storage in
             let lane = storage.lane(of: loop)
             storage.lanes[lane].pendingDelay = delay
