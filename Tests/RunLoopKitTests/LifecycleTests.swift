@@ -117,11 +117,4 @@ import Testing
     }
 }
 
-/// The CPU time the calling thread has used.
-private func threadCPUTime() -> Duration {
-    var time = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
-    return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
-}
-
 /// Runs `body` on a new thread and returns once that thread has exited (its loop torn down).

@@ -224,10 +224,3 @@ import Testing
         }
     }
 }
-
-/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
-private func threadCPUTime() -> Duration {
-    var time = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
-    return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
-}

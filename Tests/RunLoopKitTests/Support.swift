@@ -213,3 +213,10 @@ final class EchoServer: Sendable {
 func temporaryUnixPath(_ name: String) -> String {
     "/tmp/rlk-\(getpid())-\(name)-\(UInt32.random(in: 0...UInt32.max)).sock"
 }
+
+/// The CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`).
+func threadCPUTime() -> Duration {
+    var time = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+    return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
+}
