@@ -13,23 +13,18 @@ extension Loop {
     /// has ended does nothing. A timer belongs to one loop: adding it to a second loop is a
     /// programmer error.
     public func add(_ timer: LoopTimer, forMode mode: Mode) {
-        guard timer.bind(to: self) else { return }
-        insertItem(timer, forMode: mode)
+        if timer.bind(to: self) { insertItem(timer, forMode: mode) }
     }
 
     /// Removes `timer` from `mode` (`.common`: from every common mode) without invalidating it.
     ///
     /// Any thread. Removing a timer that is not there does nothing.
-    public func remove(_ timer: LoopTimer, forMode mode: Mode) {
-        removeItem(timer, forMode: mode)
-    }
+    public func remove(_ timer: LoopTimer, forMode mode: Mode) { removeItem(timer, forMode: mode) }
 
     /// Whether `timer` is in `mode` (`.common`: whether it was added to `.common`).
     ///
     /// Any thread.
-    public func contains(_ timer: LoopTimer, inMode mode: Mode) -> Bool {
-        containsItem(timer, inMode: mode)
-    }
+    public func contains(_ timer: LoopTimer, inMode mode: Mode) -> Bool { containsItem(timer, inMode: mode) }
 
     /// Adds `observer` to `mode` (`.common`: every common mode, now and later).
     ///
@@ -37,23 +32,18 @@ extension Loop {
     /// invalidated. Adding it again to a mode it is in, or adding to a loop that has ended, does
     /// nothing. An observer belongs to one loop: adding it to a second loop is a programmer error.
     public func add(_ observer: LoopObserver, forMode mode: Mode) {
-        guard observer.bind(to: self) else { return }
-        insertItem(observer, forMode: mode)
+        if observer.bind(to: self) { insertItem(observer, forMode: mode) }
     }
 
     /// Removes `observer` from `mode` without invalidating it.
     ///
     /// Any thread. Removing an observer that is not there does nothing.
-    public func remove(_ observer: LoopObserver, forMode mode: Mode) {
-        removeItem(observer, forMode: mode)
-    }
+    public func remove(_ observer: LoopObserver, forMode mode: Mode) { removeItem(observer, forMode: mode) }
 
     /// Whether `observer` is in `mode` (`.common`: whether it was added to `.common`).
     ///
     /// Any thread.
-    public func contains(_ observer: LoopObserver, inMode mode: Mode) -> Bool {
-        containsItem(observer, inMode: mode)
-    }
+    public func contains(_ observer: LoopObserver, inMode mode: Mode) -> Bool { containsItem(observer, inMode: mode) }
 
     /// Adds `source` to `mode` (`.common`: every common mode, now and later).
     ///
@@ -70,14 +60,10 @@ extension Loop {
     /// Removes `source` from `mode` without invalidating it; a pending signal stays pending.
     ///
     /// Any thread. Removing a source that is not there does nothing.
-    public func remove(_ source: LoopSource, forMode mode: Mode) {
-        removeItem(source, forMode: mode)
-    }
+    public func remove(_ source: LoopSource, forMode mode: Mode) { removeItem(source, forMode: mode) }
 
     /// Whether `source` is in `mode` (`.common`: whether it was added to `.common`).
     ///
     /// Any thread.
-    public func contains(_ source: LoopSource, inMode mode: Mode) -> Bool {
-        containsItem(source, inMode: mode)
-    }
+    public func contains(_ source: LoopSource, inMode mode: Mode) -> Bool { containsItem(source, inMode: mode) }
 }

@@ -20,7 +20,7 @@ public final class LoopObserver: @unchecked Sendable {
     /// Any thread.
     public let order: Int
 
-    struct State: @unchecked Sendable {  // the handler only ever runs on the loop thread
+    struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
         var isValid = true
         var handler: ((LoopObserver, Loop.Activity) -> Void)?
         weak var loop: Loop?
@@ -62,35 +62,18 @@ public final class LoopObserver: @unchecked Sendable {
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        let loop: Loop? = withState { state in
-            guard state.isValid else { return nil }
-            state.isValid = false
-            state.handler = nil
-            return state.loop
-        }
-        loop?.removeItemEverywhere(self)
+        invalidateItem { $0.handler = nil }
     }
 
     // MARK: Loop machinery
 
-    /// Runs `body` on the state with the lock word held. Any thread; `body` must not call back
-    /// into the observer.
     @inline(__always)
     func withState<R>(_ body: (inout State) -> R) -> R {
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        return body(&guardedState)
+        stateLock.withLock { body(&guardedState) }
     }
 
     func bind(to loop: Loop) -> Bool {
-        withState { state in
-            bindOwner(&state.loop, to: loop, kind: "LoopObserver")
-            return state.isValid
-        }
-    }
-
-    func unbind(from loop: Loop) {
-        withState { unbindOwner(&$0.loop, from: loop) }
+        bindState(to: loop, kind: "LoopObserver") { $0.isValid }
     }
 
     /// Calls the handler for `activity` unless it is already running. Loop thread only.

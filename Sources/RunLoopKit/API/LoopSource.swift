@@ -17,7 +17,7 @@ public final class LoopSource: @unchecked Sendable {
     /// Whether this is a port's source.
     var isPort: Bool { readiness != nil }
 
-    struct State: @unchecked Sendable {  // the handler only ever runs on the loop thread
+    struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
         var isValid = true
         var isSignalled = false
         var signalSequence: UInt64 = 0
@@ -81,25 +81,17 @@ public final class LoopSource: @unchecked Sendable {
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        let loop: Loop? = withState { state in
-            guard state.isValid else { return nil }
-            state.isValid = false
+        invalidateItem { state in
             state.isSignalled = false
             state.perform = nil
-            return state.loop
         }
-        loop?.removeItemEverywhere(self)
     }
 
     // MARK: Loop machinery
 
-    /// Runs `body` on the state with the lock word held. Any thread; `body` must not call back
-    /// into the source.
     @inline(__always)
     func withState<R>(_ body: (inout State) -> R) -> R {
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        return body(&guardedState)
+        stateLock.withLock { body(&guardedState) }
     }
 
     /// The loop the source was added to, if any.
@@ -113,20 +105,7 @@ public final class LoopSource: @unchecked Sendable {
 
     /// Binds the source to `loop`; a source belongs to one loop for its whole life.
     func bind(to loop: Loop) -> (valid: Bool, signalled: Bool) {
-        withState { state in
-            bindOwner(&state.loop, to: loop, kind: "LoopSource")
-            return (state.isValid, state.isSignalled)
-        }
-    }
-
-    func unbind(from loop: Loop) {
-        withState { unbindOwner(&$0.loop, from: loop) }
-    }
-
-    /// Makes the loop keep `object` (the public object this source serves) alive while the source
-    /// is in one of its modes. Before the source is first added.
-    func keepAlive(_ object: AnyObject) {
-        membership.keeper = ItemKeeper(object)
+        bindState(to: loop, kind: "LoopSource") { ($0.isValid, $0.isSignalled) }
     }
 
     /// Unsignals the source and returns its handler, or nil if another run got to it first.

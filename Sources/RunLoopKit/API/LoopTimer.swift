@@ -25,7 +25,7 @@ public final class LoopTimer: @unchecked Sendable {
         case delay
     }
 
-    struct State: @unchecked Sendable {  // the handler only ever runs on the loop thread
+    struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
         var fireDate: ContinuousClock.Instant
         var tolerance: Duration
         var missedFirePolicy: MissedFirePolicy = .keepPhase
@@ -130,14 +130,10 @@ public final class LoopTimer: @unchecked Sendable {
     ///
     /// Any thread, including from inside the timer's own handler.
     public func invalidate() {
-        let loop: Loop? = withState { state in
-            guard state.isValid else { return nil }
-            state.isValid = false
+        invalidateItem { state in
             state.handler = nil
             liveGeneration.store(.max, ordering: .releasing)
-            return state.loop
         }
-        loop?.removeItemEverywhere(self)
     }
 
     /// Calls the handler now, on the calling thread, without changing the schedule of a repeating
@@ -153,13 +149,9 @@ public final class LoopTimer: @unchecked Sendable {
 
     // MARK: Loop machinery
 
-    /// Runs `body` on the state with the lock word held. Any thread; `body` must not call back
-    /// into the timer.
     @inline(__always)
     func withState<R>(_ body: (inout State) -> R) -> R {
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        return body(&guardedState)
+        stateLock.withLock { body(&guardedState) }
     }
 
     var schedule: Schedule {
@@ -172,20 +164,7 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// Binds the timer to `loop`; a timer belongs to one loop for its whole life.
     func bind(to loop: Loop) -> Bool {
-        withState { state in
-            bindOwner(&state.loop, to: loop, kind: "LoopTimer")
-            return state.isValid
-        }
-    }
-
-    func unbind(from loop: Loop) {
-        withState { unbindOwner(&$0.loop, from: loop) }
-    }
-
-    /// Makes the loop keep `object` (the public object this timer serves) alive while the timer is
-    /// in one of its modes. Before the timer is first added.
-    func keepAlive(_ object: AnyObject) {
-        membership.keeper = ItemKeeper(object)
+        bindState(to: loop, kind: "LoopTimer") { $0.isValid }
     }
 
     private func reschedule(_ change: (inout State) -> Void) {

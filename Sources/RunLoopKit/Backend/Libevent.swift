@@ -263,11 +263,8 @@ final class LibeventBackend {
     }
 
     private static let onMainQueue: event_callback_fn = { descriptor, _, context in
-        let backend = Unmanaged<LibeventBackend>.fromOpaque(context!).takeUnretainedValue()
         // Read back, or the level-triggered descriptor stays ready and the loop spins.
-        Platform.drainEventDescriptor(descriptor)
-        backend.events.mainQueueReady = true
-        backend.events.callbacks += 1
+        drained(descriptor, context).events.mainQueueReady = true
     }
 
     // MARK: Callbacks (record only)
@@ -282,16 +279,19 @@ final class LibeventBackend {
     }
 
     private static let onWake: event_callback_fn = { descriptor, _, context in
-        let backend = Unmanaged<LibeventBackend>.fromOpaque(context!).takeUnretainedValue()
-        Platform.drainEventDescriptor(descriptor)
-        backend.events.woken = true
-        backend.events.callbacks += 1
+        drained(descriptor, context).events.woken = true
     }
 
     private static let onTimer: event_callback_fn = { descriptor, _, context in
+        drained(descriptor, context).armed = nil
+    }
+
+    /// For the callbacks of the backend's own eventfds and timerfd: reads the descriptor's counter
+    /// (level-triggered, it would stay ready) and counts the callback.
+    private static func drained(_ descriptor: Int32, _ context: UnsafeMutableRawPointer?) -> LibeventBackend {
         let backend = Unmanaged<LibeventBackend>.fromOpaque(context!).takeUnretainedValue()
         Platform.drainEventDescriptor(descriptor)
-        backend.armed = nil
         backend.events.callbacks += 1
+        return backend
     }
 }

@@ -25,7 +25,7 @@ extension ModeMember {
     }
 }
 
-extension LoopTimer: ModeMember {
+extension LoopTimer: WordLockedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
         items.timerCount += 1
         items.push(self, schedule, sequence: sequence)
@@ -46,11 +46,9 @@ extension LoopTimer: ModeMember {
         }
         return [items.byFireDate, items.byLatest]
     }
-
-    func loopDidTearDown() { invalidate() }
 }
 
-extension LoopObserver: ModeMember {
+extension LoopObserver: WordLockedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
         self.sequence = sequence
         let index =
@@ -64,11 +62,9 @@ extension LoopObserver: ModeMember {
         items.recomputeObserverMask()
         return []
     }
-
-    func loopDidTearDown() { invalidate() }
 }
 
-extension LoopSource: ModeMember {
+extension LoopSource: WordLockedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
         items.sources.append(self)
     }
@@ -77,8 +73,6 @@ extension LoopSource: ModeMember {
         items.sources.removeAll { $0 === self }
         return []
     }
-
-    func loopDidTearDown() { invalidate() }
 }
 
 extension LoopDescriptorSource: ModeMember {

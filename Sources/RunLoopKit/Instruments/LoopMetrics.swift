@@ -86,19 +86,26 @@ final class MetricsRecorder: LoopInstrument, @unchecked Sendable {
     }
 
     func loopWillWait(_ loop: Loop, at time: ContinuousClock.Instant) {
-        let now = TickClock.ticks(time)
-        let busy = busySince == 0 ? 0 : now - busySince
-        busySince = 0
-        waitSince = now
+        let busy = switchStretch(from: &busySince, to: &waitSince, at: time)
         counters.withLock { $0.busy += busy }
     }
 
     func loopDidWait(_ loop: Loop, at time: ContinuousClock.Instant) {
-        let now = TickClock.ticks(time)
-        let waited = waitSince == 0 ? 0 : now - waitSince
-        waitSince = 0
-        busySince = now
+        let waited = switchStretch(from: &waitSince, to: &busySince, at: time)
         counters.withLock { $0.waiting += waited }
+    }
+
+    /// Ends the stretch that started at `ending` (0: none), starts `starting` now; returns how long
+    /// the ended stretch lasted.
+    private func switchStretch(from ending: inout Ticks, to starting: inout Ticks, at time: ContinuousClock.Instant)
+        -> Ticks
+    {
+        let now = TickClock.ticks(time)
+        defer {
+            ending = 0
+            starting = now
+        }
+        return ending == 0 ? 0 : now - ending
     }
 
     func loopDidCallOut(_ loop: Loop, _ kind: LoopCalloutKind, at time: ContinuousClock.Instant) {

@@ -37,9 +37,7 @@ extension Loop {
     /// no running mode, and is released if it is in no mode and nothing else references it.
     ///
     /// Any thread.
-    public func remove(_ listener: LoopListener, forMode mode: Mode) {
-        removeResident(listener, forMode: mode)
-    }
+    public func remove(_ listener: LoopListener, forMode mode: Mode) { removeResident(listener, forMode: mode) }
 
     /// Whether a listener is in `mode` (`.common`: whether it was added to `.common`).
     ///
@@ -62,9 +60,7 @@ extension Loop {
     /// else references is closed and released.
     ///
     /// Any thread.
-    public func remove(_ connection: LoopConnection, forMode mode: Mode) {
-        removeResident(connection, forMode: mode)
-    }
+    public func remove(_ connection: LoopConnection, forMode mode: Mode) { removeResident(connection, forMode: mode) }
 
     /// Whether a connection is in `mode` (`.common`: whether it was added to `.common`).
     ///

@@ -1,0 +1,53 @@
+// What timers, observers and custom sources share: a few fields behind a lock word in the object
+// (see `LockWord` for why), an owning loop, and the same ways of binding, unbinding, keeping a
+// public object alive and being invalidated.
+
+/// The fields of an item that its loop and other threads read under the item's lock word.
+protocol ItemState {
+    /// The loop the item was added to, if any (weak: an item does not keep its loop alive).
+    var loop: Loop? { get set }
+    var isValid: Bool { get set }
+}
+
+/// An item whose state is guarded by a lock word in the object.
+protocol WordLockedItem: ModeMember {
+    associatedtype State: ItemState
+    /// Runs `body` on the state with the lock word held. Any thread; `body` must not call back
+    /// into the item.
+    func withState<R>(_ body: (inout State) -> R) -> R
+}
+
+extension WordLockedItem {
+    /// Binds the item to `loop` (an item belongs to one loop for its whole life); returns
+    /// `extract(state)` read under the same lock.
+    func bindState<R>(to loop: Loop, kind: String, _ extract: (State) -> R) -> R {
+        withState { state in
+            bindOwner(&state.loop, to: loop, kind: kind)
+            return extract(state)
+        }
+    }
+
+    func unbind(from loop: Loop) {
+        withState { unbindOwner(&$0.loop, from: loop) }
+    }
+
+    /// Makes the loop keep `object` (the public object this item serves) alive while the item is
+    /// in one of its modes. Before the item is first added.
+    func keepAlive(_ object: AnyObject) {
+        membership.keeper = ItemKeeper(object)
+    }
+
+    /// Marks the item invalid, `release` dropping what the kind holds (its handler) under the same
+    /// lock, then takes it out of every mode of its loop. Idempotent.
+    func invalidateItem(_ release: (inout State) -> Void) {
+        let loop: Loop? = withState { state in
+            guard state.isValid else { return nil }
+            state.isValid = false
+            release(&state)
+            return state.loop
+        }
+        loop?.removeItemEverywhere(self)
+    }
+
+    func loopDidTearDown() { invalidateItem { _ in } }
+}
