@@ -19,6 +19,9 @@
 #   make api-check  the public API of RunLoopKit and RunLoopKitMainExecutor against the baseline in
 #                api/ (swift package diagnose-api-breaking-changes): a removal or rename fails it
 #   make api-baseline  record the current API in api/ (for an intended break: see docs/Reliability.md)
+#   make coverage  the whole suite with code coverage (own build in .build/coverage), then the line
+#                coverage of Sources/RunLoopKit per file, least covered first (also in
+#                .build/coverage/RunLoopKit.md)
 #
 # Extra flags for `swift test` go in SWIFT_TEST_FLAGS, e.g.
 #   make test SWIFT_TEST_FLAGS="--filter TimerTests"
@@ -35,9 +38,10 @@ DOCS_BASE_PATH ?=
 DOCS_PORT ?= 8000
 SWIFT_API_DIGESTER ?= swift-api-digester
 API_MODULES = RunLoopKit RunLoopKitMainExecutor
+COVERAGE_PATH ?= .build/coverage
 
 .PHONY: all deps python-deps build demo test test-sanitize stress serve-bench bench fuzz soak docs docs-serve \
-	api-check api-baseline format lint clean
+	api-check api-baseline coverage format lint clean
 
 all: build
 
@@ -162,6 +166,14 @@ api-baseline: deps python-deps
 			-I "$$modules" -I Modulemaps/CLibevent -o api/$$module.json; \
 		echo "api-baseline: wrote api/$$module.json"; \
 	done
+
+# A build of its own (coverage flags would otherwise rebuild .build/debug both ways). Old raw
+# profiles are removed first: SwiftPM merges every one it finds.
+coverage: deps python-deps
+	rm -rf $(COVERAGE_PATH)/*/debug/codecov
+	$(SWIFT) test --enable-code-coverage --scratch-path $(COVERAGE_PATH) $(SWIFT_TEST_FLAGS)
+	@python3 scripts/coverage-table.py "$$($(SWIFT) test --show-codecov-path --scratch-path $(COVERAGE_PATH))" \
+		Sources/RunLoopKit $(COVERAGE_PATH)/RunLoopKit.md
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
