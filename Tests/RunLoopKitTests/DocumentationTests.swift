@@ -288,10 +288,8 @@ private func signalSource() {
 private func workPool() -> LoopWorkPool {
     let disk = LoopWorkPool(name: "disk", threads: 2)
     let loop = Loop.current
-    disk.run(
-        { try loadTemplate(named: "index") },
-        completingOn: loop, inModes: [.default]
-    ) { result in
+    let load = { @Sendable in try loadTemplate(named: "index") }
+    disk.run(load, completingOn: loop, inModes: [.default]) { result in
         switch result {  // on the loop's thread, when it runs .default
         case .success(let template): print("rendering \(template)")
         case .failure(let error): print("no template: \(error)")
@@ -507,7 +505,9 @@ private func ownInstrument() {
         #expect(printed.events == ["entry in default", "exit in default"])
 
         printed.removeAll()
-        onFreshThread { commonModes().forEach { $0.invalidate() } }
+        onFreshThread {
+            for timer in commonModes() { timer.invalidate() }
+        }
         #expect(printed.events.contains("common-mode tick"))
         #expect(!printed.events.contains("default-mode tick"))
 
