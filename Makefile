@@ -50,9 +50,17 @@ all: build
 # runs only when the package lists are missing or older than a day.
 deps:
 	@if ! pkg-config --exists libevent_core 2>/dev/null; then \
+		set -e; \
+		SUDO=; \
+		if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi; \
 		PKGS=libevent-dev; \
 		command -v pkg-config >/dev/null 2>&1 || PKGS="$$PKGS pkg-config"; \
-		scripts/apt-install.sh $$PKGS; \
+		if [ -z "$$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then \
+			echo "deps: updating apt package lists"; \
+			$$SUDO apt-get update; \
+		fi; \
+		echo "deps: installing $$PKGS"; \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y $$PKGS; \
 	fi
 
 # python3, for the scripts of the docs, API and coverage targets.
