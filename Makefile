@@ -125,12 +125,12 @@ docs: deps python-deps
 	$(SWIFT) build --target RunLoopKitMainExecutor
 	rm -rf .build/symbol-graphs && mkdir -p .build/symbol-graphs/RunLoopKit .build/symbol-graphs/RunLoopKitMainExecutor
 	@set -e; \
-	modules="$$($(SWIFT) build --show-bin-path)/Modules"; \
+	flags="$$(scripts/swift-module-flags.sh "$$($(SWIFT) build --show-bin-path)")"; \
 	triple="$$($(SWIFTC) -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')"; \
 	for module in RunLoopKit RunLoopKitMainExecutor; do \
 		echo "docs: symbol graph of $$module"; \
-		$(SWIFT) symbolgraph-extract -module-name $$module -target "$$triple" -I "$$modules" \
-			-I Modulemaps/CLibevent -minimum-access-level public -output-dir .build/symbol-graphs/$$module; \
+		$(SWIFT) symbolgraph-extract -module-name $$module -target "$$triple" $$flags \
+			-minimum-access-level public -output-dir .build/symbol-graphs/$$module; \
 	done
 	python3 scripts/doc-coverage.py .build/symbol-graphs/*/*.symbols.json
 	python3 scripts/check-doc-snippets.py
@@ -166,12 +166,12 @@ api-check: deps
 api-baseline: deps python-deps
 	$(SWIFT) build --target RunLoopKitMainExecutor
 	@set -e; \
-	modules="$$($(SWIFT) build --show-bin-path)/Modules"; \
+	flags="$$(scripts/swift-module-flags.sh "$$($(SWIFT) build --show-bin-path)")"; \
 	triple="$$($(SWIFTC) -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')"; \
 	mkdir -p api; \
 	for module in $(API_MODULES); do \
-		$(SWIFT_API_DIGESTER) -dump-sdk -avoid-tool-args -module $$module -target "$$triple" \
-			-I "$$modules" -I Modulemaps/CLibevent -o api/$$module.json; \
+		$(SWIFT_API_DIGESTER) -dump-sdk -avoid-tool-args -module $$module -target "$$triple" $$flags \
+			-o api/$$module.json; \
 		echo "api-baseline: wrote api/$$module.json"; \
 	done
 
