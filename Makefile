@@ -132,7 +132,8 @@ docs: deps python-deps
 		$(SWIFT) symbolgraph-extract -module-name $$module -target "$$triple" $$flags \
 			-minimum-access-level public -output-dir .build/symbol-graphs/$$module; \
 	done
-	python3 scripts/doc-coverage.py .build/symbol-graphs/*/*.symbols.json
+	python3 scripts/doc-coverage.py --landing Sources/RunLoopKit/RunLoopKit.docc/RunLoopKit.md \
+		.build/symbol-graphs/RunLoopKit/*.symbols.json .build/symbol-graphs/RunLoopKitMainExecutor/*.symbols.json
 	python3 scripts/check-doc-snippets.py
 	rm -rf $(DOCS_DIR)
 	$(DOCC) convert Sources/RunLoopKit/RunLoopKit.docc \

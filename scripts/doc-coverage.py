@@ -11,9 +11,14 @@ declaration in the sources.
 
 Exits with status 1, naming each undocumented declaration with its file and line, if there is
 any; prints the count of documented declarations otherwise.
+
+With `--landing PAGE`, also names (as a note, without failing) the top-level types of the first
+graph's module that no ``Symbol`` link of PAGE, the catalog's landing page, curates: DocC
+still lists them, in groups of its own, but they deserve a place in a topic group.
 """
 
 import json
+import re
 import sys
 from urllib.parse import unquote, urlparse
 
@@ -37,7 +42,30 @@ def own_doc(symbol):
     return declared - MAX_GAP <= end < declared
 
 
+def uncurated_types(path, landing):
+    with open(path) as file:
+        graph = json.load(file)
+    with open(landing) as file:
+        curated = set(re.findall(r"``([^`]+)``", file.read()))
+    kinds = {"swift.class", "swift.struct", "swift.enum", "swift.protocol", "swift.actor", "swift.typealias"}
+    return sorted(
+        symbol["pathComponents"][0]
+        for symbol in graph["symbols"]
+        if symbol["kind"]["identifier"] in kinds
+        and len(symbol["pathComponents"]) == 1
+        and symbol.get("accessLevel") in ("public", "open")
+        and symbol["pathComponents"][0] not in curated
+    )
+
+
 def main(paths):
+    landing = None
+    if len(paths) > 1 and paths[0] == "--landing":
+        landing, paths = paths[1], paths[2:]
+    if landing and paths:
+        missing_types = uncurated_types(paths[0], landing)
+        if missing_types:
+            print(f"doc-coverage: note: types in no topic group of {landing}: {', '.join(missing_types)}")
     documented = 0
     missing = []
     seen = set()
