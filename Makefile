@@ -12,6 +12,16 @@
 #                (settings: scripts/soak.sh)
 #   make bench   build runloop-bench in release and run it (flags in BENCH_FLAGS,
 #                e.g. make bench BENCH_FLAGS="--quick --json bench.json")
+#   make docs    the DocC site of RunLoopKit in .build/docs (static; DOCS_BASE_PATH for a sub-path),
+#                failing on any public declaration without a /// comment or any article snippet
+#                that no test runs (catalog: Sources/RunLoopKit/RunLoopKit.docc)
+#   make docs-serve  make docs, then serve .build/docs on http://127.0.0.1:$(DOCS_PORT) (8000)
+#   make api-check  the public API of RunLoopKit and RunLoopKitMainExecutor against the baseline in
+#                api/ (swift package diagnose-api-breaking-changes): a removal or rename fails it
+#   make api-baseline  record the current API in api/ (for an intended break: see docs/Reliability.md)
+#   make coverage  the whole suite with code coverage (own build in .build/coverage), then the line
+#                coverage of Sources/RunLoopKit per file, least covered first (also in
+#                .build/coverage/RunLoopKit.md)
 #
 # Extra flags for `swift test` go in SWIFT_TEST_FLAGS, e.g.
 #   make test SWIFT_TEST_FLAGS="--filter TimerTests"
@@ -22,8 +32,16 @@ BENCH_FLAGS ?=
 SWIFTC ?= swiftc
 FUZZ_SECONDS ?= 60
 FUZZ_DIR ?= /tmp/runloopkit-fuzz
+DOCC ?= docc
+DOCS_DIR ?= .build/docs
+DOCS_BASE_PATH ?=
+DOCS_PORT ?= 8000
+SWIFT_API_DIGESTER ?= swift-api-digester
+API_MODULES = RunLoopKit RunLoopKitMainExecutor
+COVERAGE_PATH ?= .build/coverage
 
-.PHONY: all deps build demo test test-sanitize stress serve-bench bench fuzz soak format lint clean
+.PHONY: all deps python-deps build demo test test-sanitize stress serve-bench bench fuzz soak docs docs-serve \
+	api-check api-baseline coverage format lint clean
 
 all: build
 
@@ -48,6 +66,10 @@ deps:
 		echo "deps: installing $$PKGS"; \
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y $$PKGS; \
 	fi
+
+# python3, for the scripts of the docs, API and coverage targets.
+python-deps:
+	@command -v python3 >/dev/null 2>&1 || scripts/apt-install.sh python3
 
 build: deps
 	$(SWIFT) build
@@ -85,15 +107,7 @@ bench: deps
 fuzz:
 	@if ! ls "$$(dirname "$$(command -v $(SWIFTC))")"/../lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a \
 		/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1; then \
-		set -e; \
-		SUDO=; \
-		if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi; \
-		if [ -z "$$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then \
-			echo "fuzz: updating apt package lists"; \
-			$$SUDO apt-get update; \
-		fi; \
-		echo "fuzz: installing libclang-rt-14-dev"; \
-		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y libclang-rt-14-dev; \
+		scripts/apt-install.sh libclang-rt-14-dev; \
 	fi
 	rm -rf $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts
 	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts
@@ -105,6 +119,74 @@ fuzz:
 
 soak: deps
 	SWIFT="$(SWIFT)" scripts/soak.sh
+
+# The DocC site. Symbol graphs come from the debug build's modules (swift symbolgraph-extract: no
+# second build with other flags); RunLoopKitMainExecutor's is checked for /// comments too. Every
+# ```swift block of the articles must be in Tests/RunLoopKitTests/DocumentationTests.swift, which
+# compiles and runs it (scripts/check-doc-snippets.py). docc treats warnings (broken links) as
+# errors.
+docs: deps python-deps
+	$(SWIFT) build --target RunLoopKitMainExecutor
+	rm -rf .build/symbol-graphs && mkdir -p .build/symbol-graphs/RunLoopKit .build/symbol-graphs/RunLoopKitMainExecutor
+	@set -e; \
+	flags="$$(scripts/swift-module-flags.sh "$$($(SWIFT) build --show-bin-path)")"; \
+	triple="$$($(SWIFTC) -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')"; \
+	for module in RunLoopKit RunLoopKitMainExecutor; do \
+		echo "docs: symbol graph of $$module"; \
+		$(SWIFT) symbolgraph-extract -module-name $$module -target "$$triple" $$flags \
+			-minimum-access-level public -output-dir .build/symbol-graphs/$$module; \
+	done
+	python3 scripts/doc-coverage.py --landing Sources/RunLoopKit/RunLoopKit.docc/RunLoopKit.md \
+		.build/symbol-graphs/RunLoopKit/*.symbols.json .build/symbol-graphs/RunLoopKitMainExecutor/*.symbols.json
+	python3 scripts/check-doc-snippets.py
+	rm -rf $(DOCS_DIR)
+	$(DOCC) convert Sources/RunLoopKit/RunLoopKit.docc \
+		--additional-symbol-graph-dir .build/symbol-graphs/RunLoopKit \
+		--fallback-display-name RunLoopKit --fallback-bundle-identifier org.runloopkit.RunLoopKit \
+		--transform-for-static-hosting $(if $(DOCS_BASE_PATH),--hosting-base-path $(DOCS_BASE_PATH)) \
+		--warnings-as-errors --output-path $(DOCS_DIR)
+	@echo "docs: the site is in $(DOCS_DIR). To read it:"
+	@echo "  make docs-serve    (or: cd $(DOCS_DIR) && python3 -m http.server $(DOCS_PORT) --bind 127.0.0.1)"
+	@echo "  then open http://127.0.0.1:$(DOCS_PORT)/$(if $(DOCS_BASE_PATH),$(DOCS_BASE_PATH)/)documentation/runloopkit/"
+
+docs-serve: docs
+	@echo "docs: serving $(DOCS_DIR) on http://127.0.0.1:$(DOCS_PORT)/documentation/runloopkit/ (Ctrl-C stops)"
+	cd $(DOCS_DIR) && python3 -m http.server $(DOCS_PORT) --bind 127.0.0.1
+
+# The API baseline is checked in (api/<module>.json, from swift-api-digester -dump-sdk), so a fresh
+# clone can check without building an older revision. SwiftPM looks a baseline up under the
+# commit its treeish names, so the files are staged under HEAD's hash in .build/api-baseline;
+# diagnose-api-breaking-changes then only dumps the current build and compares.
+api-check: deps
+	$(SWIFT) build --target RunLoopKitMainExecutor
+	@set -e; \
+	revision="$$(git rev-parse HEAD)"; \
+	rm -rf .build/api-baseline; \
+	mkdir -p .build/api-baseline/$$revision; \
+	for module in $(API_MODULES); do cp api/$$module.json .build/api-baseline/$$revision/; done
+	$(SWIFT) package diagnose-api-breaking-changes HEAD --baseline-dir .build/api-baseline \
+		--targets $(API_MODULES)
+
+# Dumps the API of the working tree's build (not of a commit) into api/.
+api-baseline: deps python-deps
+	$(SWIFT) build --target RunLoopKitMainExecutor
+	@set -e; \
+	flags="$$(scripts/swift-module-flags.sh "$$($(SWIFT) build --show-bin-path)")"; \
+	triple="$$($(SWIFTC) -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')"; \
+	mkdir -p api; \
+	for module in $(API_MODULES); do \
+		$(SWIFT_API_DIGESTER) -dump-sdk -avoid-tool-args -module $$module -target "$$triple" $$flags \
+			-o api/$$module.json; \
+		echo "api-baseline: wrote api/$$module.json"; \
+	done
+
+# A build of its own (coverage flags would otherwise rebuild .build/debug both ways). Old raw
+# profiles are removed first: SwiftPM merges every one it finds.
+coverage: deps python-deps
+	rm -rf $(COVERAGE_PATH)/*/debug/codecov
+	$(SWIFT) test --enable-code-coverage --scratch-path $(COVERAGE_PATH) $(SWIFT_TEST_FLAGS)
+	@python3 scripts/coverage-table.py "$$($(SWIFT) test --show-codecov-path --scratch-path $(COVERAGE_PATH))" \
+		Sources/RunLoopKit $(COVERAGE_PATH)/RunLoopKit.md
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift

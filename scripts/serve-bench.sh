@@ -45,14 +45,7 @@ install_tools() {
     command -v wrk >/dev/null 2>&1 || packages+=(wrk)
     case " $SERVERS " in *" nginx "*) [ -n "$(find_nginx)" ] || packages+=(nginx) ;; esac
     [ ${#packages[@]} -eq 0 ] && return
-    local sudo=
-    if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo=sudo; fi
-    if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
-        log "serve-bench: updating apt package lists"
-        $sudo apt-get update
-    fi
-    log "serve-bench: installing ${packages[*]}"
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y "${packages[@]}"
+    "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" "${packages[@]}"
 }
 
 install_tools

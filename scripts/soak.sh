@@ -37,16 +37,7 @@ log() { printf 'soak: %s\n' "$*" >&2; }
 
 # --- wrk from Debian/Ubuntu's package when missing ------------------------------------------------
 
-if ! command -v wrk >/dev/null 2>&1; then
-    sudo=
-    if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo=sudo; fi
-    if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then
-        log "updating apt package lists"
-        $sudo apt-get update
-    fi
-    log "installing wrk"
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y wrk
-fi
+command -v wrk >/dev/null 2>&1 || "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" wrk
 
 # --- Descriptors: 1000 connections on each side, plus listeners and slack --------------------------
 

@@ -247,10 +247,12 @@ extension Loop {
         /// A mode from a string literal, e.g. `let mode: Loop.Mode = "import"`.
         public init(stringLiteral value: String) { self.init(value) }
 
+        /// Whether two modes have the same name.
         public static func == (lhs: Mode, rhs: Mode) -> Bool {
             lhs.nameHash == rhs.nameHash && lhs.name == rhs.name
         }
 
+        /// Hashes the mode's name (computed once, when the mode is made).
         public func hash(into hasher: inout Hasher) {
             hasher.combine(nameHash)
         }
@@ -262,12 +264,15 @@ extension Loop {
         /// The pseudo-mode naming the common set, which starts as `[.default, .tracking]`.
         public static let common = Mode("common")
 
+        /// The mode's name.
         public var description: String { name }
     }
 
     /// The phases of a loop that an observer can watch.
     public struct Activity: OptionSet, Sendable, Hashable, CustomStringConvertible {
+        /// The activities as bits, with CFRunLoop's values (`entry` 1, `beforeTimers` 2, …, `exit` 128).
         public let rawValue: UInt32
+        /// The activities whose bits are set in `rawValue`.
         public init(rawValue: UInt32) { self.rawValue = rawValue }
 
         /// A run is entered.
@@ -287,6 +292,7 @@ extension Loop {
             .entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit,
         ]
 
+        /// The activity's name (`entry`, `beforeWaiting`, …), or a bracketed list for several.
         public var description: String {
             let names: [(Activity, String)] = [
                 (.entry, "entry"), (.beforeTimers, "beforeTimers"), (.beforeSources, "beforeSources"),

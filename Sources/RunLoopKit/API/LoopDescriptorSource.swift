@@ -13,7 +13,9 @@ import Synchronization
 public final class LoopDescriptorSource: @unchecked Sendable {
     /// What to wait for, and what was ready.
     public struct Events: OptionSet, Sendable, Hashable {
+        /// The events as bits: `readable` 1, `writable` 2.
         public let rawValue: UInt8
+        /// The events whose bits are set in `rawValue`.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
 
         /// Data (or a connection, or end of file) can be read without blocking.

@@ -24,5 +24,6 @@ public struct LoopError: Error, Sendable, Equatable, CustomStringConvertible {
     static let loopEnded = LoopError(
         "the loop has ended (its thread exited, or its LoopThread or LoopGroup was stopped); it runs no more work")
 
+    /// The message.
     public var description: String { message }
 }

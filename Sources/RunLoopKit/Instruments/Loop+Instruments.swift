@@ -22,6 +22,7 @@ public enum LoopCalloutKind: Int, Sendable, CaseIterable, CustomStringConvertibl
     /// A drain of the main dispatch queue (`Loop.main` only).
     case mainQueue
 
+    /// The kind's name as traces show it: `timer`, `source`, …, `main queue`.
     public var description: String {
         switch self {
         case .timer: "timer"
@@ -58,12 +59,19 @@ public protocol LoopInstrument: AnyObject, Sendable {
 
 /// Default implementations: an instrument implements only the hooks it needs. Loop thread.
 extension LoopInstrument {
+    /// Does nothing.
     public func loopWillIterate(_ loop: Loop, mode: Loop.Mode, at time: ContinuousClock.Instant) {}
+    /// Does nothing.
     public func loopWillWait(_ loop: Loop, at time: ContinuousClock.Instant) {}
+    /// Does nothing.
     public func loopDidWait(_ loop: Loop, at time: ContinuousClock.Instant) {}
+    /// Does nothing.
     public func loopWillCallOut(_ loop: Loop, _ kind: LoopCalloutKind, at time: ContinuousClock.Instant) {}
+    /// Does nothing.
     public func loopDidCallOut(_ loop: Loop, _ kind: LoopCalloutKind, at time: ContinuousClock.Instant) {}
+    /// Does nothing.
     public func loopDidDequeue(_ loop: Loop, _ kind: LoopCalloutKind, queueDelay: Duration) {}
+    /// Does nothing.
     public func loopDidReach(
         _ loop: Loop, _ activity: Loop.Activity, mode: Loop.Mode, at time: ContinuousClock.Instant
     ) {}

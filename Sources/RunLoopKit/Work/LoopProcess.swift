@@ -34,6 +34,7 @@ public final class LoopProcess: @unchecked Sendable {
         /// A signal ended it (e.g. `SIGKILL`).
         case signalled(Int32)
 
+        /// `exited(code)` or `signalled(number)`.
         public var description: String {
             switch self {
             case .exited(let code): "exited(\(code))"
