@@ -15,7 +15,7 @@ private func print(_ text: String) { printed.append(text) }
 
 /// A stand-in for "your own thread-safe queue" of the sources article.
 private final class Inbox: Sendable {
-    private let messages = Mutex<[String]>([])
+    private let messages = Locked<[String]>([])
     func push(_ message: String) { messages.withLock { $0.append(message) } }
     func drain() -> [String] {
         messages.withLock { queue in

@@ -13,7 +13,7 @@ import Testing
             let loop = Loop.current
             let importing = Loop.Mode("import")
             loop.add(process, forMode: importing)
-            let delivered = Mutex(false)
+            let delivered = Locked(false)
             process.onExit { _, _ in delivered.withLock { $0 = true } }
             runLoop(loop, in: importing) { delivered.withLock { $0 } }
 
@@ -58,7 +58,7 @@ import Testing
         let thread = LoopThread(name: "proc-stolen")
         defer { thread.stop() }
         let process = try LoopProcess(executable: "/bin/sh", arguments: ["-c", "exit 0"])
-        let handled = Mutex(false)
+        let handled = Locked(false)
         process.onExit { _, _ in handled.withLock { $0 = true } }
         // Other code reaps the child before any loop watches it.
         var status: Int32 = 0

@@ -10,7 +10,7 @@ import Testing
     @Test func aBlockForANamedModeKeepsThatModeAlive() {
         let (result, ran, elapsed) = onFreshThread {
             let loop = Loop.current
-            let ran = Mutex(false)
+            let ran = Locked(false)
             let start = ContinuousClock.now
             loop.schedule(after: .milliseconds(30), inModes: [Loop.Mode("import")]) { ran.withLock { $0 = true } }
             // Nothing else is in "import": only the pending block keeps the run from finishing at once.
@@ -26,7 +26,7 @@ import Testing
     @Test func aBlockForANamedModeDoesNotKeepAnotherModeAlive() {
         let (result, ran, elapsed) = onFreshThread {
             let loop = Loop.current
-            let ran = Mutex(false)
+            let ran = Locked(false)
             let handle = loop.schedule(after: .milliseconds(30), inModes: [.tracking]) { ran.withLock { $0 = true } }
             let start = ContinuousClock.now
             let result = loop.run(mode: .default, for: .seconds(5))
