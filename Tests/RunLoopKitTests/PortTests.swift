@@ -38,7 +38,7 @@ import Testing
         }
     }
 
-    /// The seeds' keep-alive pattern: a port with no traffic keeps `.default` alive.
+    /// iOS's keep-alive pattern: a port with no traffic keeps `.default` alive.
     @Test func idlePortKeepsItsModeAlive() {
         let result = onFreshThread {
             let loop = Loop.current

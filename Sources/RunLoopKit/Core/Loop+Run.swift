@@ -199,7 +199,7 @@ extension Loop {
 
     /// Whether the loop must not sleep: a stop, a signalled source, an instrument attached or
     /// detached, a runnable block, a due timer or scheduled block, a passed deadline, or a mode
-    /// left empty (its last block ran): step 7 then returns at once instead of sleeping until the
+    /// left empty (its last block ran): step 2.7 then returns at once instead of sleeping until the
     /// timeout on a mode nothing can wake. Reads only; posts are collected by the caller.
     private func hasWorkBeforeSleeping(_ mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
         if frame.stopped.load(ordering: .acquiring) || sourceSignalled.load(ordering: .acquiring) { return true }
@@ -222,7 +222,7 @@ extension Loop {
             if let due = view.nextFireDate, due <= now { return true }
             if hasDueScheduledBlock(now: now) { return true }
         }
-        // A mode left empty: step 7 returns at once instead of sleeping.
+        // A mode left empty: step 2.7 returns at once instead of sleeping.
         return !view.hasSourcesOrTimers && !hasScheduledBlocks(for: mode, isCommon: view.isCommon)
     }
 

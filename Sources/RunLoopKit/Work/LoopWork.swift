@@ -15,13 +15,13 @@ public final class LoopWork: @unchecked Sendable {
     // Guarded by the pool's lock (`core.state`), which makes the runtime's exclusivity checks
     // redundant.
     @exclusivity(unchecked) var phase = Phase.queued
-    /// The work and the delivery of its result; returns false if the work threw.
-    @exclusivity(unchecked) private var job: (@Sendable () -> Bool)?
+    /// The work; its outcome carries the delivery of the result.
+    @exclusivity(unchecked) private var job: (@Sendable () -> Job.Outcome)?
     /// Delivers the reason the work never ran.
     @exclusivity(unchecked) private var onAbandon: (@Sendable (any Error) -> Void)?
 
     init(
-        core: LoopWorkPool.Core, job: @escaping @Sendable () -> Bool,
+        core: LoopWorkPool.Core, job: @escaping @Sendable () -> Job.Outcome,
         abandon: @escaping @Sendable (any Error) -> Void
     ) {
         self.core = core
@@ -48,7 +48,7 @@ public final class LoopWork: @unchecked Sendable {
     }
 
     /// Under the pool's lock: marks the work started and hands out its job.
-    func start() -> (@Sendable () -> Bool)? {
+    func start() -> (@Sendable () -> Job.Outcome)? {
         guard phase == .queued else { return nil }
         phase = .running
         onAbandon = nil
@@ -159,7 +159,7 @@ extension LoopWorkPool {
         func serve() {
             while true {
                 wakeups.wait()
-                var job: (@Sendable () -> Bool)?
+                var job: (@Sendable () -> Job.Outcome)?
                 let stop = state.withLock { state in
                     while job == nil, let work = state.popFirst() {
                         // nil: cancelled while it waited.
@@ -176,15 +176,17 @@ extension LoopWorkPool {
                 if stop { return }
                 guard let job else { continue }
                 let started = ContinuousClock.now
-                let succeeded = job()
+                let outcome = job()
                 let runTime = ContinuousClock.now - started
                 state.withLock { state in
                     state.metrics.running -= 1
                     state.metrics.completed += 1
-                    if !succeeded { state.metrics.failed += 1 }
+                    if !outcome.succeeded { state.metrics.failed += 1 }
                     state.metrics.totalRunTime += runTime
                     state.metrics.maxRunTime = max(state.metrics.maxRunTime, runTime)
                 }
+                // Counted first: a completion that reads the pool's metrics sees its own work.
+                outcome.deliver()
             }
         }
     }
@@ -203,5 +205,15 @@ extension LoopWorkPool {
             guard !delivered.load(ordering: .relaxed) else { return }
             core.state.withLock { $0.metrics.droppedCompletions += 1 }
         }
+    }
+}
+
+/// What a pool thread runs for one piece of work.
+enum Job {
+    /// The work ran: whether it succeeded, and the delivery of its result (made after the pool
+    /// has counted it).
+    struct Outcome: Sendable {
+        let succeeded: Bool
+        let deliver: @Sendable () -> Void
     }
 }

@@ -128,9 +128,9 @@ public final class LoopWorkPool: Sendable {
             core: core,
             job: {
                 let result = Result { try work() }
-                deliver(result)
-                if case .failure = result { return false }
-                return true
+                var succeeded = true
+                if case .failure = result { succeeded = false }
+                return Job.Outcome(succeeded: succeeded) { deliver(result) }
             },
             abandon: { deliver(.failure($0)) })
         core.enqueue(item)
