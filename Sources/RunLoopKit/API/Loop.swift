@@ -68,7 +68,7 @@ public final class Loop: @unchecked Sendable {
     }
 
     /// Created on the loop thread at the first run: every libevent call stays on this thread.
-    var backend: LibeventBackend? {
+    var backend: (any EventBackend)? {
         get { onThread.backend }
         set { onThread.backend = newValue }
     }

@@ -13,22 +13,8 @@ import Synchronization
 // Instead one timerfd per loop is armed at the loop's next wake-up time and re-armed only when that
 // time changes, so a steady loop makes no timer system calls and wakes with nanosecond resolution.
 
-/// What one dispatch of the event base observed.
-struct BackendEvents {
-    /// The loop's eventfd was read: a wake-up was consumed.
-    var woken = false
-    /// Number of libevent callbacks that ran.
-    var callbacks = 0
-    /// libdispatch signalled that the main queue has work (its eventfd was read).
-    var mainQueueReady = false
-    /// Descriptor sources that were ready, with what was ready.
-    var ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)] = []
-
-    var isEmpty: Bool { callbacks == 0 }
-}
-
 /// Used by the loop's thread only: its stored properties skip the runtime's exclusivity checks.
-final class LibeventBackend {
+final class LibeventBackend: EventBackend {
     private let base: OpaquePointer
     private var wakeEvent: OpaquePointer?
     private var timerEvent: OpaquePointer?

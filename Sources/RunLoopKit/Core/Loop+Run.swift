@@ -41,43 +41,6 @@ extension Loop {
         return true
     }
 
-    /// When a run times out. `pollOnly`: a zero timeout, one pass without sleeping.
-    struct RunDeadline {
-        /// In ticks: the iteration compares it with the clock several times per pass, and
-        /// `ContinuousClock.Instant` (a resilient type) costs witness-table calls per copy.
-        var ticks: Ticks?
-        var pollOnly: Bool
-
-        init(after timeout: Duration?) {
-            guard let timeout else {
-                self.init(ticks: nil, pollOnly: false)
-                return
-            }
-            let now = ContinuousClock.now
-            if timeout <= .zero {
-                self.init(ticks: TickClock.ticks(now), pollOnly: true)
-            } else if timeout > .seconds(100 * 365 * 86_400) {
-                self.init(ticks: nil, pollOnly: false)  // "forever"
-            } else {
-                self.init(ticks: TickClock.ticks(now + timeout), pollOnly: false)
-            }
-        }
-
-        init(at deadline: ContinuousClock.Instant) {
-            self.init(ticks: TickClock.ticks(deadline), pollOnly: deadline <= .now)
-        }
-
-        private init(ticks: Ticks?, pollOnly: Bool) {
-            self.ticks = ticks
-            self.pollOnly = pollOnly
-        }
-
-        func hasPassed(_ now: Ticks) -> Bool {
-            guard let ticks else { return false }
-            return now >= ticks
-        }
-    }
-
     /// Step 1 and step 3 of a run: empty mode check, `entry`, the iterations, `exit`.
     @discardableResult
     func runSpecific(_ mode: Mode, deadline: RunDeadline, returnAfterSourceHandled: Bool) -> RunResult {
@@ -109,7 +72,7 @@ extension Loop {
 
     /// One iteration (step 2.1 to 2.7). Returns nil to go round again.
     private func runOnce(
-        _ mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: LibeventBackend,
+        _ mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: any EventBackend,
         _ returnAfterSourceHandled: Bool
     ) -> RunResult? {
         refreshInstruments()
@@ -154,7 +117,7 @@ extension Loop {
     /// does not (a watched descriptor or the main queue); then, if nothing is ready, `mayWait` and
     /// nothing is owed, `beforeWaiting`, a sleep, `afterWaiting`.
     private func waitForEvents(
-        in mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: LibeventBackend, mayWait: Bool
+        in mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: any EventBackend, mayWait: Bool
     ) -> BackendEvents {
         syncDescriptors(for: mode, backend)
         var events = backend.hasPollableEvents ? backend.pollNow() : BackendEvents()
@@ -179,7 +142,7 @@ extension Loop {
 
     /// Sleeps in the kernel until an event, the mode's next timer, the next scheduled block or the
     /// deadline, after polling in user space first if recent waits were short (`Loop+Spin.swift`).
-    private func sleep(in mode: Mode, deadline: RunDeadline, backend: LibeventBackend) -> BackendEvents {
+    private func sleep(in mode: Mode, deadline: RunDeadline, backend: any EventBackend) -> BackendEvents {
         syncDescriptors(for: mode, backend)
         let wake = earliest(earliest(view(of: mode).nextWake, deadline.ticks), scheduledWakeTime)
         instrumentWait(true)
@@ -237,7 +200,7 @@ extension Loop {
         return !hasPendingBlocks(for: mode) && !hasScheduledBlocks(for: mode, isCommon: view.isCommon)
     }
 
-    func ensureBackend() -> LibeventBackend {
+    func ensureBackend() -> any EventBackend {
         if let backend { return backend }
         do {
             let backend = try LibeventBackend(wakeDescriptor: inbox.descriptor)
@@ -373,5 +336,42 @@ extension Loop {
                 return nil
             }
         }
+    }
+}
+
+/// When a run times out. `pollOnly`: a zero timeout, one pass without sleeping.
+struct RunDeadline {
+    /// In ticks: the iteration compares it with the clock several times per pass, and
+    /// `ContinuousClock.Instant` (a resilient type) costs witness-table calls per copy.
+    var ticks: Ticks?
+    var pollOnly: Bool
+
+    init(after timeout: Duration?) {
+        guard let timeout else {
+            self.init(ticks: nil, pollOnly: false)
+            return
+        }
+        let now = ContinuousClock.now
+        if timeout <= .zero {
+            self.init(ticks: TickClock.ticks(now), pollOnly: true)
+        } else if timeout > .seconds(100 * 365 * 86_400) {
+            self.init(ticks: nil, pollOnly: false)  // "forever"
+        } else {
+            self.init(ticks: TickClock.ticks(now + timeout), pollOnly: false)
+        }
+    }
+
+    init(at deadline: ContinuousClock.Instant) {
+        self.init(ticks: TickClock.ticks(deadline), pollOnly: deadline <= .now)
+    }
+
+    private init(ticks: Ticks?, pollOnly: Bool) {
+        self.ticks = ticks
+        self.pollOnly = pollOnly
+    }
+
+    func hasPassed(_ now: Ticks) -> Bool {
+        guard let ticks else { return false }
+        return now >= ticks
     }
 }

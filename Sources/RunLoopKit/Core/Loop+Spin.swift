@@ -64,22 +64,10 @@ extension Loop {
         }
     }
 
-    /// How a spin before sleeping ended.
-    enum SpinOutcome {
-        /// The loop did not spin: it sleeps in the kernel now.
-        case sleep
-        /// The loop spun its whole limit for nothing: it sleeps in the kernel now.
-        case expired
-        /// A wake-up came: the loop does not sleep.
-        case woken
-        /// The wake-up time (a timer, the run's deadline) came first: the loop does not sleep.
-        case wakeTimeCame
-    }
-
     /// Whether the loop may spin before this sleep at all: a limit is set and no descriptor is
     /// watched (their readiness is known to the kernel only). Waits are timed only then, so a
     /// server loop pays nothing for spinning. Loop thread only.
-    func maySpin(_ backend: LibeventBackend) -> Bool {
+    func maySpin(_ backend: any EventBackend) -> Bool {
         spinLimitNanoseconds.load(ordering: .relaxed) > 0 && !backend.hasPollableEvents
     }
 
@@ -138,4 +126,16 @@ extension Loop {
             onThread.spin.averageWait < 0
             ? waited : onThread.spin.averageWait + (waited - onThread.spin.averageWait) / 4
     }
+}
+
+/// How a spin before sleeping ended.
+enum SpinOutcome {
+    /// The loop did not spin: it sleeps in the kernel now.
+    case sleep
+    /// The loop spun its whole limit for nothing: it sleeps in the kernel now.
+    case expired
+    /// A wake-up came: the loop does not sleep.
+    case woken
+    /// The wake-up time (a timer, the run's deadline) came first: the loop does not sleep.
+    case wakeTimeCame
 }
