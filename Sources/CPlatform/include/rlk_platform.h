@@ -23,6 +23,13 @@ void rlk_set_thread_name(const char *name);
 /// `fstat`'s file type bits for `fd`, or -errno.
 int rlk_descriptor_type(int fd);
 
+/// MSG_NOSIGNAL, for `send` and `sendmsg`: a peer that has gone raises no SIGPIPE. (A constant of
+/// an anonymous enum in glibc, which Swift's Glibc module does not always import.)
+static inline int rlk_msg_nosignal(void) { return MSG_NOSIGNAL; }
+
+/// SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, for `socket`.
+static inline int rlk_stream_socket_type(void) { return SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC; }
+
 /// `accept4` with SOCK_NONBLOCK | SOCK_CLOEXEC: the accepted socket is non-blocking and not
 /// inherited by child processes, in one system call. -1 with errno on failure.
 int rlk_accept(int fd, struct sockaddr *addr, socklen_t *addrlen);

@@ -127,7 +127,7 @@ final class EventBuffer {
             var message = msghdr()
             message.msg_iov = vectors.baseAddress
             message.msg_iovlen = min(filled, vectors.count)
-            let sent = sendmsg(descriptor, &message, Int32(MSG_NOSIGNAL))
+            let sent = sendmsg(descriptor, &message, Platform.noSignal)
             return sent < 0 ? -Int(errno) : sent
         }
         if sent > 0 { drain(sent) }

@@ -123,6 +123,12 @@ enum Platform {
 
     // MARK: Sockets
 
+    /// `MSG_NOSIGNAL`: what every send passes, so that a peer that has gone raises no SIGPIPE.
+    static var noSignal: Int32 { rlk_msg_nosignal() }
+
+    /// `SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC`: the sockets listeners and connections make.
+    static var streamSocketType: Int32 { rlk_stream_socket_type() }
+
     /// `accept4(SOCK_NONBLOCK | SOCK_CLOEXEC)`, which Swift's Glibc module does not declare: the
     /// new socket is non-blocking and not inherited by child processes, in one system call.
     /// Returns the descriptor, or -1 with `errno` set.

@@ -10,8 +10,7 @@ enum SocketCall {
 
     /// A non-blocking, close-on-exec stream socket for `address`'s family.
     static func makeSocket(for address: SocketAddress) throws(LoopError) -> Int32 {
-        let type = Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)
-        let descriptor = socket(address.family, type, 0)
+        let descriptor = socket(address.family, Platform.streamSocketType, 0)
         guard descriptor >= 0 else { throw failure("socket", errno) }
         return descriptor
     }
@@ -84,7 +83,7 @@ enum SocketCall {
 
     /// `send` with MSG_NOSIGNAL (never SIGPIPE): the count sent, or -errno.
     static func send(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int {
-        let sent = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+        let sent = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Platform.noSignal)
         return sent < 0 ? -Int(errno) : sent
     }
 }
