@@ -10,4 +10,13 @@ extension LibeventBackend {
     ) -> Int32 {
         rlk_accept(listener, address, length)
     }
+
+    /// `SOCK_STREAM`, `SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC` for `socket`, and `MSG_NOSIGNAL`
+    /// for `send`: in an optimized (whole-module) build these come from the system headers this
+    /// file's module imports, not from Swift's Glibc module, so the socket code outside the
+    /// backend takes them from here.
+    static let streamSocketType = Int32(SOCK_STREAM.rawValue)
+    static let nonBlockingStreamSocketType = Int32(
+        SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)
+    static let sendNoSignal = Int32(MSG_NOSIGNAL)
 }

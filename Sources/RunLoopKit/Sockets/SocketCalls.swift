@@ -10,7 +10,7 @@ enum SocketCall {
 
     /// A non-blocking, close-on-exec stream socket for `address`'s family.
     static func makeSocket(for address: SocketAddress) throws(LoopError) -> Int32 {
-        let type = Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)
+        let type = LibeventBackend.nonBlockingStreamSocketType
         let descriptor = socket(address.family, type, 0)
         guard descriptor >= 0 else { throw failure("socket", errno) }
         return descriptor
@@ -84,7 +84,7 @@ enum SocketCall {
 
     /// `send` with MSG_NOSIGNAL (never SIGPIPE): the count sent, or -errno.
     static func send(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int {
-        let sent = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+        let sent = Glibc.send(descriptor, bytes.baseAddress, bytes.count, LibeventBackend.sendNoSignal)
         return sent < 0 ? -Int(errno) : sent
     }
 }
