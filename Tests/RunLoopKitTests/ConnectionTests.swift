@@ -200,6 +200,23 @@ import Testing
         #expect(rest == [])
     }
 
+    /// An idle limit set back to nil takes the connection's timer away: nothing wakes the loop.
+    @Test func anIdleTimeoutSetBackToNilLeavesNoTimer() async throws {
+        let server = try EchoServer()
+        defer { server.stop() }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        connection.idleTimeout = .seconds(60)
+        #expect(await eventually { connection.residency.withLock { $0.timer } != nil })
+        connection.idleTimeout = nil
+        #expect(await eventually { connection.residency.withLock { $0.timer } == nil })
+        // Still open, and served.
+        try await connection.write(Array("hi".utf8))
+        #expect(try await connection.read(maxLength: 10) == Array("hi".utf8))
+        connection.close()
+    }
+
     @Test func aConnectionIsServedOnlyInTheModesThatHoldIt() throws {
         let mode: Loop.Mode = "io"
         let path = temporaryUnixPath("modes")
