@@ -41,6 +41,16 @@ public struct HTTPRequestProcessor: Sendable {
         _ input: UnsafeRawBufferPointer, responses table: HTTPResponseTable, into output: HTTPByteBuffer,
         allowKeepAlive: Bool = true
     ) -> Outcome {
+        var output = output
+        return process(input, responses: table, into: &output, allowKeepAlive: allowKeepAlive)
+    }
+
+    /// Processes `input` as above, appending the responses to any `HTTPResponseOutput` (a server's
+    /// own output buffer: the responses are copied once, from the table into it).
+    public mutating func process<Output: HTTPResponseOutput>(
+        _ input: UnsafeRawBufferPointer, responses table: HTTPResponseTable, into output: inout Output,
+        allowKeepAlive: Bool = true
+    ) -> Outcome {
         let total = input.count
         var offset = 0
         var count = 0
@@ -56,12 +66,12 @@ public struct HTTPRequestProcessor: Sendable {
             case .incomplete:
                 return Outcome(consumed: offset, responses: count, close: false)
             case .error(let status):
-                output.append(table.response(.init(error: status), keepAlive: false, headOnly: false))
+                output.appendResponse(table.response(.init(error: status), keepAlive: false, headOnly: false))
                 return Outcome(consumed: total, responses: count &+ 1, close: true)
             case .request(let head):
                 let kind = HTTPResponseTable.Kind.route(head, in: rest)
                 let keepAlive = head.keepAlive && allowKeepAlive
-                output.append(table.response(kind, keepAlive: keepAlive, headOnly: head.method == .head))
+                output.appendResponse(table.response(kind, keepAlive: keepAlive, headOnly: head.method == .head))
                 count &+= 1
                 if !keepAlive { return Outcome(consumed: total, responses: count, close: true) }
                 offset &+= head.length
@@ -70,4 +80,14 @@ public struct HTTPRequestProcessor: Sendable {
         }
         return Outcome(consumed: offset, responses: count, close: false)
     }
+}
+
+/// Where `HTTPRequestProcessor` appends the responses it prepares.
+public protocol HTTPResponseOutput {
+    /// Appends a copy of `bytes` (a prepared response, valid only during the call).
+    mutating func appendResponse(_ bytes: UnsafeRawBufferPointer)
+}
+
+extension HTTPByteBuffer: HTTPResponseOutput {
+    @inlinable public func appendResponse(_ bytes: UnsafeRawBufferPointer) { append(bytes) }
 }

@@ -2,15 +2,15 @@ import Glibc
 import RunLoopKit
 import Synchronization
 
-/// The process: listeners, the loop group, signal handling on the main thread's loop.
+/// The process: the workers and their listeners, signal handling on the main thread's loop.
 final class Server {
-    /// How long in-flight responses get after SIGINT/SIGTERM before the process exits anyway.
+    /// How long requests under way get after SIGINT/SIGTERM before the process exits anyway.
     static let drainGrace: Duration = .seconds(10)
 
     let options: ServerOptions
     private let mainLoop = Loop.current
-    private var group: LoopGroup?
-    private var slots: [WorkerSlot] = []
+    /// One per worker: signalled on the first SIGINT/SIGTERM, it drains its worker.
+    private var drainSources: [LoopSource] = []
     private var stopping = false
 
     init(options: ServerOptions) {
@@ -19,45 +19,33 @@ final class Server {
 
     /// Runs until SIGINT or SIGTERM and the drain that follows; returns the exit status.
     func run() -> Int32 {
-        Socket.raiseDescriptorLimit()
+        Server.raiseDescriptorLimit()
         Server.unblockStopSignals()
+        let group = LoopGroup(threads: options.threads, name: "httpd")
+        let shared = ServerShared(options: options)
+        let remaining = DrainCounter(workers: options.threads)
+        let mainLoop = self.mainLoop
         // One listener per loop. With port 0 the first bind picks the port and the others share it.
-        var listeners: [Int32] = []
         var port = options.port
         do {
-            for _ in 0..<options.threads {
-                let fd = try Socket.listen(host: options.host, port: port)
-                if port == 0 { port = Socket.localPort(fd) }
-                listeners.append(fd)
+            for loop in group.loops {
+                let worker = Worker(loop: loop, shared: shared)
+                port = try worker.listen(on: SocketAddress(ipv4: options.host, port: port))
+                let drain = LoopSource {
+                    worker.drain(until: .now + Server.drainGrace)
+                    if remaining.finishOne() { mainLoop.stop() }
+                }
+                loop.add(drain, forMode: .default)
+                drainSources.append(drain)
             }
         } catch {
             printError("runloop-httpd: \(error)\n")
             return 1
         }
-
         let signals = [SIGINT, SIGTERM].map { number in
-            LoopSignalSource(signal: number) { [unowned self] received in self.signalReceived(received) }
+            LoopSignalSource(signal: number) { [unowned self] _ in self.signalReceived() }
         }
         for source in signals { mainLoop.add(source, forMode: .default) }
-
-        let shared = ServerShared(options: options)
-        let group = LoopGroup(threads: options.threads, name: "httpd")
-        self.group = group
-        let startup = Atomic<Int>(0)
-        for (loop, listener) in zip(group.loops, listeners) {
-            let slot = WorkerSlot()
-            slots.append(slot)
-            loop.perform {
-                let worker = Worker(loop: loop, listener: listener, shared: shared)
-                do {
-                    try worker.start()
-                    slot.worker = worker
-                } catch {
-                    printError("runloop-httpd: cannot watch the listener: \(error)\n")
-                    startup.add(1, ordering: .relaxed)
-                }
-            }
-        }
         print("listening on \(options.host):\(port) (\(options.threads) threads)")
         fflush(nil)
 
@@ -67,7 +55,21 @@ final class Server {
         group.shutdown()
         print("stopped")
         fflush(nil)
-        return startup.load(ordering: .relaxed) == 0 ? 0 : 1
+        return 0
+    }
+
+    /// First signal: drain. A second one: exit at once.
+    private func signalReceived() {
+        guard !stopping else {
+            printError("runloop-httpd: second signal, exiting now\n")
+            exit(0)
+        }
+        stopping = true
+        for source in drainSources { source.signal() }
+        // The workers' drains end by this time too; this only guards against a stuck one.
+        let mainLoop = self.mainLoop
+        let grace = LoopTimer(after: Server.drainGrace + .seconds(1)) { _ in mainLoop.stop() }
+        mainLoop.add(grace, forMode: .default)
     }
 
     /// A process inherits its parent's signal mask: one started from a thread that blocks SIGINT and
@@ -81,32 +83,13 @@ final class Server {
         pthread_sigmask(SIG_UNBLOCK, &signals, nil)
     }
 
-    /// First signal: drain. A second one: exit at once.
-    private func signalReceived(_ signal: Int32) {
-        guard !stopping else {
-            printError("runloop-httpd: second signal, exiting now\n")
-            exit(0)
-        }
-        stopping = true
-        guard let group else {
-            mainLoop.stop()
-            return
-        }
-        let mainLoop = self.mainLoop
-        let remaining = DrainCounter(workers: group.loops.count)
-        for (loop, slot) in zip(group.loops, slots) {
-            loop.perform {
-                guard let worker = slot.worker else {
-                    if remaining.finishOne() { mainLoop.stop() }
-                    return
-                }
-                worker.beginDrain {
-                    if remaining.finishOne() { mainLoop.stop() }
-                }
-            }
-        }
-        let grace = LoopTimer(after: Server.drainGrace) { _ in mainLoop.stop() }
-        mainLoop.add(grace, forMode: .default)
+    /// Raises the soft limit on open descriptors to the hard limit, so `--max-connections` is not
+    /// capped by the default of 1024.
+    private static func raiseDescriptorLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 }
 

@@ -13,158 +13,95 @@ final class ServerShared: Sendable {
     }
 }
 
-/// One event loop's share of the server: its own listening socket (SO_REUSEPORT: the kernel
-/// spreads connections over the listeners), its connections, its response table.
+/// One event loop's share of the server: its own listener (`reusePort`: the kernel spreads
+/// connections over the listeners), its sessions, its prepared responses.
 ///
-/// Created and used only on its loop's thread.
+/// Made on the main thread, then used only on its loop's thread (by the handlers of its listener,
+/// its connections and its drain source).
 final class Worker {
+    /// The mode a draining worker runs: it holds the connections with a request under way, not
+    /// the listener nor the idle connections.
+    static let drainMode: Loop.Mode = "runloop-httpd.draining"
+
     let loop: Loop
     let shared: ServerShared
     let idleTimeout: Duration
-    let idleTimeoutNanoseconds: Int64
     /// Prepared responses; their Date field is refreshed when the second changes.
     let responses: HTTPResponseTable
-    /// Where lingering connections drop what they read.
-    let discardBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 16)
-    /// The CLOCK_MONOTONIC_COARSE second at which the Date of `responses` was last checked (behind
-    /// a pointer: no exclusivity check on the hot path).
-    private let dateCheckedSecond = UnsafeMutablePointer<Int64>.allocate(capacity: 1)
+    /// The CLOCK_MONOTONIC_COARSE second at which the Date of `responses` was last checked.
+    private var dateCheckedSecond = 0
+    private var listener: LoopListener?
+    private var sessions: [ObjectIdentifier: Session] = [:]
+    /// Set by `drain`: no more accepting, no more keep-alive.
+    private(set) var isDraining = false
 
-    private var listener: Int32
-    private var listenerSource: LoopDescriptorSource?
-    /// A descriptor kept in reserve: when accept fails with EMFILE, it is closed to accept and drop
-    /// the connection, so that the listener does not stay readable forever.
-    private var spareDescriptor: Int32
-    /// The open connections; each knows its index here (removal swaps the last one in).
-    private var connections: [Connection] = []
-    /// Set by `beginDrain`: no more accepting, no more keep-alive.
-    private(set) var draining = false
-    private var onDrained: (@Sendable () -> Void)?
-
-    init(loop: Loop, listener: Int32, shared: ServerShared) {
+    init(loop: Loop, shared: ServerShared) {
         self.loop = loop
-        self.listener = listener
         self.shared = shared
         idleTimeout = shared.options.idleTimeout
-        let (seconds, attoseconds) = idleTimeout.components
-        idleTimeoutNanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-        responses = HTTPResponseTable(epochSeconds: Socket.wallClockSeconds())
-        spareDescriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
-        dateCheckedSecond.initialize(to: 0)
+        responses = HTTPResponseTable(epochSeconds: Worker.seconds(CLOCK_REALTIME_COARSE))
     }
 
-    deinit {
-        discardBuffer.deallocate()
-        dateCheckedSecond.deallocate()
-    }
-
-    /// Starts accepting on the listener.
-    func start() throws {
-        let source = try LoopDescriptorSource(fileDescriptor: listener, events: .readable) { [self] _, _ in
-            acceptConnections()
+    /// Binds the worker's listener to `address` and adds it to the loop. Returns the port bound.
+    func listen(on address: SocketAddress) throws(LoopError) -> Int {
+        // The listener's handler holds the worker; the worker lets it go when it drains.
+        let listener = try LoopListener(address: address, backlog: 4096, reusePort: true) { [self] connection in
+            accepted(connection)
         }
-        listenerSource = source
-        loop.add(source, forMode: .default)
+        self.listener = listener
+        loop.add(listener, forMode: .default)
+        return listener.localAddress.port ?? 0
     }
 
-    /// Reads the clock for a batch of requests: returns CLOCK_MONOTONIC_COARSE in nanoseconds and,
-    /// when its second has changed, refreshes the Date of the prepared responses from the wall clock.
-    /// One clock read per batch, two once a second; the Date shown is at most a second behind.
-    @inline(__always)
-    func tick() -> Int64 {
-        let now = Socket.coarseNanoseconds()
-        let second = now / 1_000_000_000
-        if second != dateCheckedSecond.pointee {
-            dateCheckedSecond.pointee = second
-            responses.updateDate(epochSeconds: Socket.wallClockSeconds())
+    /// Refreshes the Date of the prepared responses when the second has changed: one clock read
+    /// (no system call) per batch of requests; the Date shown is at most a second behind.
+    func tick() {
+        let second = Worker.seconds(CLOCK_MONOTONIC_COARSE)
+        guard second != dateCheckedSecond else { return }
+        dateCheckedSecond = second
+        responses.updateDate(epochSeconds: Worker.seconds(CLOCK_REALTIME_COARSE))
+    }
+
+    private static func seconds(_ clock: clockid_t) -> Int {
+        var now = timespec()
+        clock_gettime(clock, &now)
+        return now.tv_sec
+    }
+
+    // MARK: Connections
+
+    private func accepted(_ connection: LoopConnection) {
+        // Over the limit: closed at once, so the client learns it now.
+        guard shared.openConnections.add(1, ordering: .relaxed).newValue <= shared.options.maxConnections else {
+            shared.openConnections.subtract(1, ordering: .relaxed)
+            connection.close()
+            return
         }
-        return now
+        let session = Session(connection: connection, worker: self)
+        sessions[ObjectIdentifier(session)] = session
+        session.start()
     }
 
-    // MARK: Accepting
-
-    private func acceptConnections() {
-        let maxConnections = shared.options.maxConnections
-        for _ in 0..<64 {
-            // accept4 is a GNU extension that Swift's Glibc module does not declare: accept, then
-            // make the socket non-blocking (it does not inherit that from the listener).
-            let fd = accept(listener, nil, nil)
-            if fd < 0 {
-                switch errno {
-                case EINTR, ECONNABORTED:
-                    continue
-                case EMFILE, ENFILE:
-                    dropOneConnection()
-                    return
-                default:  // EAGAIN: nothing more to accept
-                    return
-                }
-            }
-            // Over the limit: accept and close at once, so the client learns it now.
-            if shared.openConnections.add(1, ordering: .relaxed).newValue > maxConnections {
-                shared.openConnections.subtract(1, ordering: .relaxed)
-                close(fd)
-                continue
-            }
-            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let connection = Connection(worker: self, fd: fd, index: connections.count)
-            connections.append(connection)
-            do {
-                try connection.start()
-            } catch {
-                connection.close()
-            }
-        }
-    }
-
-    private func dropOneConnection() {
-        guard spareDescriptor >= 0 else { return }
-        close(spareDescriptor)
-        let fd = accept(listener, nil, nil)
-        if fd >= 0 { close(fd) }
-        spareDescriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
-    }
-
-    /// Called by a connection as it closes.
-    func remove(_ connection: Connection) {
-        let index = connection.index
-        let last = connections.removeLast()
-        if last !== connection {
-            connections[index] = last
-            last.index = index
-        }
+    /// Called by a session once its connection has closed.
+    func sessionClosed(_ session: Session) {
+        guard sessions.removeValue(forKey: ObjectIdentifier(session)) != nil else { return }
         shared.openConnections.subtract(1, ordering: .relaxed)
-        if draining && connections.isEmpty { finishDrain() }
     }
 
     // MARK: Shutting down
 
-    /// Stops accepting, closes the connections with nothing in flight and lets the others finish
-    /// their responses (with `Connection: close`); calls `onDrained` once none is left.
-    func beginDrain(onDrained: @escaping @Sendable () -> Void) {
-        guard !draining else { return }
-        draining = true
-        self.onDrained = onDrained
-        listenerSource?.invalidate()
-        listenerSource = nil
-        close(listener)
-        listener = -1
-        for connection in connections where connection.isIdle {
-            connection.close()
-        }
-        if connections.isEmpty { finishDrain() }
+    /// Stops accepting, closes the connections with nothing under way and serves only the others,
+    /// in `drainMode`, until they are done (their responses say `Connection: close`) or
+    /// `deadline` passes. Runs the loop nested, from the handler of the drain source.
+    func drain(until deadline: ContinuousClock.Instant) {
+        guard !isDraining else { return }
+        isDraining = true
+        listener?.invalidate()
+        listener = nil
+        for session in Array(sessions.values) { session.drain(keepingIn: Worker.drainMode) }
+        // A connection that closes leaves every mode: the run finds the mode empty and returns.
+        while !sessions.isEmpty && ContinuousClock.now < deadline
+            && loop.run(mode: Worker.drainMode, until: deadline)
+        {}
     }
-
-    private func finishDrain() {
-        let done = onDrained
-        onDrained = nil
-        done?()
-    }
-}
-
-/// Lets other threads name a loop's worker; only ever touched on that loop's thread.
-final class WorkerSlot: @unchecked Sendable {
-    var worker: Worker?
 }

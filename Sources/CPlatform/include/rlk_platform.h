@@ -27,6 +27,9 @@ int rlk_descriptor_type(int fd);
 /// an anonymous enum in glibc, which Swift's Glibc module does not always import.)
 static inline int rlk_msg_nosignal(void) { return MSG_NOSIGNAL; }
 
+/// SOCK_STREAM, for `getaddrinfo` hints.
+static inline int rlk_sock_stream(void) { return SOCK_STREAM; }
+
 /// SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, for `socket`.
 static inline int rlk_stream_socket_type(void) { return SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC; }
 

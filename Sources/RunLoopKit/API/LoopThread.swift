@@ -31,7 +31,7 @@ public final class LoopThread: @unchecked Sendable {
         init(name: String) { self.name = name }
     }
 
-    /// Starts a thread named `name` and waits until its loop exists.
+    /// Starts a thread named `name` and waits until its loop exists, its descriptors open.
     ///
     /// Any thread.
     public init(name: String) {
@@ -105,6 +105,9 @@ public final class LoopThread: @unchecked Sendable {
         // Keeps `.default` alive so the run sleeps instead of finishing when there is nothing to do.
         let keepAlive = LoopSource {}
         loop.add(keepAlive, forMode: .default)
+        // The backend's descriptors (epoll, timerfd) are opened before `init` returns: a caller
+        // that then uses up the process's descriptors does not leave the loop unable to start.
+        _ = loop.ensureBackend()
         control.loop.withLock { $0 = loop }
         control.started.signal()
         while !control.stopRequested.load(ordering: .acquiring) {

@@ -126,6 +126,9 @@ enum Platform {
     /// `MSG_NOSIGNAL`: what every send passes, so that a peer that has gone raises no SIGPIPE.
     static var noSignal: Int32 { rlk_msg_nosignal() }
 
+    /// `SOCK_STREAM`, for `getaddrinfo` hints.
+    static var streamKind: Int32 { rlk_sock_stream() }
+
     /// `SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC`: the sockets listeners and connections make.
     static var streamSocketType: Int32 { rlk_stream_socket_type() }
 

@@ -73,11 +73,7 @@ extension LoopConnection {
         }
         phase = .open
         lastActivity = .now
-        let timer = residency.withLock { residency in
-            defer { residency.timer = nil }
-            return residency.timer
-        }
-        timer?.invalidate()
+        dropTimer()
         armDeadline()
         let completion = connectCompletion
         connectCompletion = nil

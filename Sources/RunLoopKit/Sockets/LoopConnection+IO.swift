@@ -25,7 +25,10 @@ extension LoopConnection {
 
     private func readInput() {
         // A nested run inside `onRead`: the buffer is lent out, and reading is off meanwhile.
-        guard !delivering else { return }
+        guard !delivering else {
+            readableWhileDelivering = true
+            return
+        }
         let limit = settings.withLock { $0.inputLimit }
         var total = 0
         for _ in 0..<LoopConnection.readsPerWakeUp {
@@ -78,6 +81,7 @@ extension LoopConnection {
         delivering = true
         handler(self, &input)
         delivering = false
+        readableWhileDelivering = false
     }
 
     /// Delivers waiting input on a later pass, in the connection's modes (after `onRead` is set or
@@ -189,10 +193,14 @@ extension LoopConnection {
         if phase == .connecting {
             wanted = .writable
         } else {
-            let (paused, limit) = settings.withLock { ($0.readingPaused, $0.inputLimit) }
-            // While `onRead` runs the input is lent out: not even its count is read here.
-            if !delivering && !peerClosed && !paused && !closeAfterFlush && input.count < limit {
-                wanted.insert(.readable)
+            if delivering {
+                // While `onRead` runs the input is lent out: not even its count is read here. The
+                // interest stays as it is (a write from the handler costs no epoll change; the
+                // delivery's caller updates it after), unless a nested run found the socket readable.
+                if watched.contains(.readable) && !readableWhileDelivering { wanted.insert(.readable) }
+            } else {
+                let (paused, limit) = settings.withLock { ($0.readingPaused, $0.inputLimit) }
+                if !peerClosed && !paused && !closeAfterFlush && input.count < limit { wanted.insert(.readable) }
             }
             if output.count > 0 { wanted.insert(.writable) }
         }
@@ -258,7 +266,11 @@ extension LoopConnection {
         if let fireDate {
             deadline = fireDate
         } else {
-            guard let idle = settings.withLock({ $0.idleTimeout }) else { return }
+            guard let idle = settings.withLock({ $0.idleTimeout }) else {
+                // No idle limit any more: the timer goes, so that it does not wake the loop.
+                if phase == .open { dropTimer() }
+                return
+            }
             deadline = lastActivity + idle
         }
         if let timer = residency.withLock({ $0.timer }) {
@@ -267,6 +279,15 @@ extension LoopConnection {
         }
         let timer = LoopTimer(fireAt: deadline, interval: .seconds(3_600)) { [weak self] _ in self?.deadlinePassed() }
         loop.attach(timer, to: self)
+    }
+
+    /// Invalidates the connection's timer, if it has one.
+    func dropTimer() {
+        let timer = residency.withLock { residency in
+            defer { residency.timer = nil }
+            return residency.timer
+        }
+        timer?.invalidate()
     }
 
     private func deadlinePassed() {

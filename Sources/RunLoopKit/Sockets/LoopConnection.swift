@@ -97,6 +97,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     var aboveHighWatermark = false
     /// Inside `onRead`: the input buffer is lent out, and reading waits.
     var delivering = false
+    /// A nested run inside `onRead` found the socket readable: reading stops until it returns.
+    var readableWhileDelivering = false
     var watched: LoopDescriptorSource.Events
     var lastActivity = ContinuousClock.now
     var pendingReads: [(maxLength: Int, continuation: CheckedContinuation<[UInt8], any Error>)] = []

@@ -153,7 +153,7 @@ extension SocketAddress {
 
     private static func lookUp(host: String, port: Int) throws(LoopError) -> [SocketAddress] {
         var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_socktype = Platform.streamKind
         var list: UnsafeMutablePointer<addrinfo>?
         let code = getaddrinfo(host, String(port), &hints, &list)
         guard code == 0 else {

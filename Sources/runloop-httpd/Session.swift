@@ -1,0 +1,82 @@
+import HTTPCore
+import RunLoopKit
+
+/// One client connection: its `LoopConnection`, the HTTP parser's state between reads, and the
+/// responses of a batch of requests gathered in a `LoopBuffer` before they are written.
+///
+/// Used only on its worker's loop thread, where the connection's handlers run.
+final class Session {
+    /// How long a finished connection waits for the client's end of stream after the last
+    /// response before it closes anyway.
+    static let lingerTime: Duration = .seconds(2)
+
+    let connection: LoopConnection
+    private let worker: Worker
+    private var processor = HTTPRequestProcessor()
+    private var output = ResponseBuffer()
+    /// The start of a request not complete yet waits in the input.
+    private var hasPartialRequest = false
+    /// The last response is written (or queued) and the sending side shut: what the client still
+    /// sends is read and dropped until its end of stream.
+    private var lingering = false
+
+    init(connection: LoopConnection, worker: Worker) {
+        self.connection = connection
+        self.worker = worker
+    }
+
+    /// Sets the handlers. They hold the session until the connection closes, which lets them go.
+    func start() {
+        connection.idleTimeout = worker.idleTimeout
+        connection.onRead { [self] _, input in received(&input) }
+        connection.onEvent { [self] _, event in
+            if case .closed = event { worker.sessionClosed(self) }
+        }
+    }
+
+    /// The server is shutting down: the connection is kept in `mode`, which the draining worker
+    /// runs, and closes once nothing is under way (a request partly received or its body being
+    /// skipped gets its response first, with `Connection: close`; queued output is flushed).
+    func drain(keepingIn mode: Loop.Mode) {
+        worker.loop.add(connection, forMode: mode)
+        if !lingering && !hasPartialRequest && processor.isBetweenRequests { connection.close() }
+    }
+
+    private func received(_ input: inout LoopBuffer) {
+        guard !lingering else {
+            input.consume(input.count)
+            return
+        }
+        worker.tick()
+        let responses = worker.responses
+        let keepAlive = !worker.isDraining
+        // The parser works in place on the bytes received: one contiguous region, which costs a
+        // copy only when a request spans two of the buffer's blocks.
+        let outcome = input.withContiguousBytes(upTo: input.count) { bytes in
+            processor.process(bytes, responses: responses, into: &output, allowKeepAlive: keepAlive)
+        }
+        input.consume(outcome.close ? input.count : outcome.consumed)
+        hasPartialRequest = !input.isEmpty
+        if !output.bytes.isEmpty { connection.write(&output.bytes) }
+        if outcome.close { finish() }
+    }
+
+    /// After the last response: the sending side is shut once the response is out, and the
+    /// connection closes at the client's end of stream, or after `lingerTime`. Closing with input
+    /// unread would send a reset, which can destroy the response before the client has read it.
+    private func finish() {
+        lingering = true
+        hasPartialRequest = false
+        connection.shutdownOutput()
+        connection.idleTimeout = min(Session.lingerTime, worker.idleTimeout)
+    }
+}
+
+/// The responses of one batch of requests, moved to the connection's output in one write.
+struct ResponseBuffer: HTTPResponseOutput {
+    var bytes = LoopBuffer()
+
+    mutating func appendResponse(_ response: UnsafeRawBufferPointer) {
+        bytes.append(response)
+    }
+}
