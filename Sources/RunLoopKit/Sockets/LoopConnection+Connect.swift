@@ -28,11 +28,16 @@ extension LoopConnection {
         to address: SocketAddress, on loop: Loop, inModes modes: [Loop.Mode] = [.common],
         timeout: Duration = .seconds(30)
     ) async throws -> LoopConnection {
-        try await withCheckedThrowingContinuation { continuation in
+        // Handed over through a lock, not only through the continuation: the connection was built
+        // on the loop's thread, and the lock orders that for every reader (ThreadSanitizer too).
+        let outcome = Locked<Result<LoopConnection, LoopError>?>(nil)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             connect(to: address, on: loop, inModes: modes, timeout: timeout) { result in
-                continuation.resume(with: result)
+                outcome.withLock { $0 = result }
+                continuation.resume()
             }
         }
+        return try outcome.withLock { $0! }.get()
     }
 
     private static func startConnecting(
