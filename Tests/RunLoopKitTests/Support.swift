@@ -147,7 +147,10 @@ func openDescriptorCount() -> Int {
     defer { closedir(directory) }
     var count = 0
     while let entry = readdir(directory) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        // Read up to the terminating NUL only: a directory entry is often shorter than `dirent`.
+        let name = withUnsafePointer(to: &entry.pointee.d_name) {
+            $0.withMemoryRebound(to: CChar.self, capacity: 1) { String(cString: $0) }
+        }
         if name != "." && name != ".." { count += 1 }
     }
     // The directory being read is itself open while it is read.
