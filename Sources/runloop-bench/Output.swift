@@ -14,7 +14,7 @@ enum Formatting {
     /// A figure in its unit's usual form: rates with k/M, latencies with three significant digits.
     static func value(_ value: Double, unit: String) -> String {
         guard value.isFinite else { return "n/a" }
-        if unit.hasSuffix("/s") && !unit.hasPrefix("wake") {
+        if unit.hasSuffix("/s") && !unit.hasPrefix("wake") && unit != "GB/s" {
             let magnitude = abs(value)
             if magnitude >= 1e6 { return String(format: "%.2f M", value / 1e6) }
             if magnitude >= 1e3 { return String(format: "%.1f k", value / 1e3) }
