@@ -1,7 +1,7 @@
 // The server I/O workloads on libevent (include/raw_peer_sockets.h of CRawPeer): accepted and
 // client connections are bufferevents, the listener an evconnlistener, all in libevent_core.
-// Reads are up to 64 KiB at a time (`bufferevent_set_max_single_read`, as RunLoopKit's), and the
-// bulk sender refills its output buffer from the write callback, which its low watermark fires.
+// Reads are up to 64 KiB at a time and writes up to 256 KiB (`bufferevent_set_max_single_read`
+// and `_write`; libevent's defaults are 16 KiB), as RunLoopKit's, and the bulk sender refills its output buffer from the write callback, which its low watermark fires.
 
 #define _GNU_SOURCE
 // System headers before event2/*.h (Debian's event-config.h defines _GNU_SOURCE).
@@ -66,6 +66,7 @@ static void server_accept(struct evconnlistener *listener, evutil_socket_t fd, s
     no_delay(fd);
     struct bufferevent *bev = bufferevent_socket_new(server->base, fd, BEV_OPT_CLOSE_ON_FREE);
     bufferevent_set_max_single_read(bev, 64 * 1024);
+    bufferevent_set_max_single_write(bev, 256 * 1024);
     bufferevent_setcb(bev, server_read, NULL, server_event, server);
     bufferevent_enable(bev, EV_READ);
     server->accepted[server->count++] = bev;
@@ -165,6 +166,7 @@ static void clients_start(lev_clients *set) {
         client->set = set;
         client->remaining = run->round_trips;
         client->bev = bufferevent_socket_new(set->base, -1, BEV_OPT_CLOSE_ON_FREE);
+        bufferevent_set_max_single_write(client->bev, 256 * 1024);
         bufferevent_setcb(client->bev, client_read, client_write, client_event, client);
         if (run->kind == RAW_SOCK_BULK) bufferevent_setwatermark(client->bev, EV_WRITE, (size_t)run->low_watermark, 0);
         bufferevent_enable(client->bev, EV_READ);
