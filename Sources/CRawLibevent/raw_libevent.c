@@ -22,6 +22,7 @@
 
 #include "raw_libevent.h"
 #include "raw_libevent_workloads.h"
+#include "raw_peer_sockets.h"
 
 int raw_libevent_version_ok(void) { return event_get_version_number() >= 0x02010000; }
 
@@ -176,6 +177,8 @@ static int raw_loop_stop(raw_loop *loop) {
     return 1;
 }
 
+struct event_base *lev_loop_base(void *loop) { return ((raw_loop *)loop)->base; }
+
 // MARK: Descriptors and the idle loop's timer (the workloads are CRawPeer's)
 
 typedef struct {
@@ -271,6 +274,7 @@ static const raw_peer peer = {
     .timer_set_new = lev_timer_set_new,
     .timer_set_fill = lev_timer_set_fill,
     .timer_set_free = lev_timer_set_free,
+    .sockets = &lev_socket_ops,
 };
 
 const raw_peer *raw_libevent_peer(void) { return &peer; }

@@ -1,12 +1,19 @@
 #ifndef RAW_LIBEVENT_WORKLOADS_H
 #define RAW_LIBEVENT_WORKLOADS_H
 
-// Between the two files of the libevent peer: the timer, busy-loop and memory workloads
-// (raw_libevent_workloads.c), which raw_libevent.c puts in the peer's table.
+// Between the files of the libevent peer: the timer, busy-loop and memory workloads
+// (raw_libevent_workloads.c) and the socket workloads (raw_libevent_sockets.c), which
+// raw_libevent.c puts in the peer's table.
 
 #include "raw_peer.h"
 
 struct event_base;
+struct raw_socket_ops;
+
+/// The event_base of a raw loop (raw_libevent.c); on the loop's thread only.
+struct event_base *lev_loop_base(void *loop);
+/// The server I/O workloads on bufferevents and an evconnlistener (raw_libevent_sockets.c).
+extern const struct raw_socket_ops lev_socket_ops;
 
 /// A base with EVENT_BASE_FLAG_NOLOCK (only its loop's thread touches it), and with `precise`,
 /// EVENT_BASE_FLAG_PRECISE_TIMER too.

@@ -101,6 +101,8 @@ struct BenchmarkSize: Sendable {
     var executorJobs: Int
     /// Where the post workload's threads run (`--placement`); the scheduler's choice by default.
     var postPlacement: PostPlacement = .scheduler
+    /// The socket workloads' sizes (SocketWorkloads.swift).
+    var sockets: SocketSizes = .full
     /// Upper bound for one measurement; past it the figure is reported as timed out.
     var timeout: Double
 
@@ -114,13 +116,13 @@ struct BenchmarkSize: Sendable {
         name: "quick", repetitions: 3, postBlocks: 150_000, pingPongRoundTrips: 3_000, timerCount: 20_000,
         timerSpread: 0.2, churnTimers: 100_000, churnWindow: 1_000, iterationSeconds: 0.1,
         descriptorRoundTrips: 3_000, idleSeconds: 1, memoryTimers: 10_000, memoryLoops: 32, actorRoundTrips: 10_000,
-        executorJobs: 50_000, timeout: 15)
+        executorJobs: 50_000, sockets: .quick, timeout: 15)
 
     static let tiny = BenchmarkSize(
         name: "tiny", repetitions: 1, postBlocks: 2_000, pingPongRoundTrips: 100, timerCount: 1_000,
         timerSpread: 0.02, churnTimers: 5_000, churnWindow: 100, iterationSeconds: 0.02,
         descriptorRoundTrips: 100, idleSeconds: 0.05, memoryTimers: 1_000, memoryLoops: 4, actorRoundTrips: 200,
-        executorJobs: 1_000, timeout: 30)
+        executorJobs: 1_000, sockets: .tiny, timeout: 30)
 }
 
 extension BenchmarkSize {
@@ -131,6 +133,8 @@ extension BenchmarkSize {
             "timerCount": \.timerCount, "churnTimers": \.churnTimers, "churnWindow": \.churnWindow,
             "descriptorRoundTrips": \.descriptorRoundTrips, "memoryTimers": \.memoryTimers,
             "memoryLoops": \.memoryLoops, "actorRoundTrips": \.actorRoundTrips, "executorJobs": \.executorJobs,
+            "bulkBytes": \.sockets.bulkBytes, "echoRoundTrips": \.sockets.echoRoundTrips,
+            "echoRoundTripsEach": \.sockets.echoRoundTripsEach, "idleConnections": \.sockets.idleConnections,
         ]
     }
     private static var seconds: [String: WritableKeyPath<BenchmarkSize, Double>] {
@@ -178,6 +182,11 @@ extension BenchmarkSize {
             Workloads.memory.name: "\(count(memoryTimers)) timers; \(count(memoryLoops)) loops",
             Workloads.actorHop.name: "\(count(actorRoundTrips)) round trips per repetition and executor",
             Workloads.jobs.name: "\(count(executorJobs)) tasks per repetition and executor",
+            Workloads.bulk.name:
+                "\(count(sockets.bulkBytes >> 20)) MiB in \(sockets.bulkChunk >> 10) KiB writes per repetition",
+            Workloads.echo.name:
+                "\(sockets.echoMessage)-byte messages: \(count(sockets.echoRoundTrips)) round trips on 1 connection; \(count(sockets.echoRoundTripsEach)) on each of \(sockets.echoConnections)",
+            Workloads.connections.name: "\(count(sockets.idleConnections)) idle connections (client and server side)",
         ]
     }
 }

@@ -6,7 +6,7 @@ import Foundation
 /// running executable is not `runloop-bench` (the smoke test), it measures in-process.
 enum MemoryProbe {
     enum Kind: String, Sendable {
-        case timer, loop
+        case timer, loop, connection
     }
 
     static let flag = "--memory-probe"
@@ -49,15 +49,16 @@ enum MemoryProbe {
         switch kind {
         case .timer: implementation.contender.memoryPerTimer(count: count)
         case .loop: implementation.contender.memoryPerLoop(count: count)
+        case .connection: Workloads.memoryPerConnection(implementation, count: count, timeout: 60)
         }
     }
 
-    /// The child's side: `--memory-probe IMPLEMENTATION timer|loop COUNT`; prints bytes per item.
+    /// The child's side: `--memory-probe IMPLEMENTATION timer|loop|connection COUNT`; prints bytes per item.
     static func main(_ arguments: [String]) -> Int32 {
         guard arguments.count == 3, let implementation = Implementation(rawValue: arguments[0]),
             let kind = Kind(rawValue: arguments[1]), let count = Int(arguments[2]), count > 0
         else {
-            print("usage: runloop-bench \(flag) IMPLEMENTATION timer|loop COUNT")
+            print("usage: runloop-bench \(flag) IMPLEMENTATION timer|loop|connection COUNT")
             return 2
         }
         switch inProcess(implementation, kind, count: count) {

@@ -14,7 +14,7 @@ enum Formatting {
     /// A figure in its unit's usual form: rates with k/M, latencies with three significant digits.
     static func value(_ value: Double, unit: String) -> String {
         guard value.isFinite else { return "n/a" }
-        if unit.hasSuffix("/s") && !unit.hasPrefix("wake") {
+        if unit.hasSuffix("/s") && !unit.hasPrefix("wake") && unit != "GB/s" {
             let magnitude = abs(value)
             if magnitude >= 1e6 { return String(format: "%.2f M", value / 1e6) }
             if magnitude >= 1e3 { return String(format: "%.1f k", value / 1e3) }
@@ -162,6 +162,13 @@ extension Report {
         }
         ratioCheck("timers all fired no later than libuv's uv_timer_t", [MetricID.timerAllFired], \.ratioLibuv) {
             $0 <= 1
+        }
+        ratioCheck("TCP bulk throughput ≥ 0.9× raw libevent", [MetricID.tcpBulk], \.ratioLibevent) { $0 >= 0.9 }
+        ratioCheck("TCP round trips ≥ 0.9× raw libevent", [MetricID.tcpEcho1, MetricID.tcpEcho100], \.ratioLibevent) {
+            $0 >= 0.9
+        }
+        ratioCheck("memory per idle TCP connection ≤ 1.5× raw libevent", [MetricID.tcpIdleMemory], \.ratioLibevent) {
+            $0 <= 1.5
         }
         valueCheck("idle loop with no timers: 0 wake-ups/s", MetricID.idleNone) { $0 == 0 }
         valueCheck("idle loop with one 1 Hz timer: 1 wake-up/s", MetricID.idle1Hz) { abs($0 - 1) <= 0.05 }

@@ -92,7 +92,7 @@ private let timerLeads = Locked<[Implementation: Double]>([:])
 
 enum Workloads {
     static let all: [Workload] = [
-        post, pingPong, timers, churn, iteration, descriptor, idle, memory, actorHop, jobs,
+        post, pingPong, timers, churn, iteration, descriptor, idle, memory, actorHop, jobs, bulk, echo, connections,
     ]
 
     static let post = Workload(

@@ -43,10 +43,20 @@ import Testing
         MetricID.pingPongNoSpinP50, MetricID.pingPongNoSpinCPU,
     ]
 
+    /// The socket workloads' figures, measured on RunLoopKit and raw libevent only.
+    static let socketFigures: Set<String> = [
+        MetricID.tcpBulk, MetricID.tcpEcho1, MetricID.tcpEcho1P50, MetricID.tcpEcho1P99, MetricID.tcpEcho100,
+        MetricID.tcpIdleMemory,
+    ]
+    static let socketImplementations: Set<Implementation> = [.runLoopKit, .libevent]
+
     @Test func everyFigureIsMeasuredOnEveryImplementation() {
         for metric in Self.report.metrics {
             for implementation in Implementation.allCases
-            where implementation == .runLoopKit || !Self.runLoopKitOnly.contains(metric.id) {
+            where implementation == .runLoopKit
+                || !Self.runLoopKitOnly.contains(metric.id)
+                    && (Self.socketImplementations.contains(implementation) || !Self.socketFigures.contains(metric.id))
+            {
                 let value = metric.median(implementation)
                 #expect(
                     value != nil,
@@ -83,6 +93,38 @@ import Testing
         ] {
             let value = figure(id, implementation)
             #expect((value ?? 0) > 0, "\(id) on \(implementation.rawValue): \(String(describing: value))")
+        }
+    }
+
+    /// Bulk throughput, round trips and memory per idle connection over loopback TCP.
+    @Test(arguments: [Implementation.runLoopKit, .libevent])
+    func socketFiguresAreSane(_ implementation: Implementation) throws {
+        for id in [MetricID.tcpBulk, MetricID.tcpEcho1, MetricID.tcpEcho100] {
+            let value = figure(id, implementation)
+            #expect((value ?? 0) > 0, "\(id) on \(implementation.rawValue): \(String(describing: value))")
+        }
+        let p50 = try #require(figure(MetricID.tcpEcho1P50, implementation))
+        let p99 = try #require(figure(MetricID.tcpEcho1P99, implementation))
+        #expect(p50 > 0)
+        #expect(p50 <= p99)
+        // Only the size is checked: a tiny RSS delta may be zero or even slightly negative.
+        #expect(try #require(figure(MetricID.tcpIdleMemory, implementation)).isFinite)
+    }
+
+    /// The peers without socket workloads say so, on every socket row and in the notes.
+    @Test func socketFiguresAreMissingWithAReasonElsewhere() {
+        for metric in Self.report.metrics where Self.socketFigures.contains(metric.id) {
+            for implementation in Implementation.allCases where !Self.socketImplementations.contains(implementation) {
+                #expect(metric.median(implementation) == nil)
+                #expect(metric.missing[implementation.rawValue]?.isEmpty == false, "\(metric.id) on \(implementation)")
+            }
+        }
+        for id in [MetricID.tcpBulk, MetricID.tcpEcho1, MetricID.tcpIdleMemory] {
+            let notes = Self.report.metrics.first { $0.id == id }?.notes ?? [:]
+            #expect(
+                Set(notes.keys) == [
+                    Implementation.foundation.rawValue, Implementation.libuv.rawValue, Implementation.glib.rawValue,
+                ])
         }
     }
 

@@ -91,6 +91,8 @@ typedef struct {
     int (*stop)(void *loop);
 } raw_loop_ops;
 
+struct raw_socket_ops;
+
 /// A peer: its loop, and the workloads it does in its own idiom.
 typedef struct {
     raw_loop_ops loop;
@@ -119,6 +121,8 @@ typedef struct {
     void *(*timer_set_new)(int count);
     void (*timer_set_fill)(void *set);
     void (*timer_set_free)(void *set);
+    /// The server I/O workloads (include/raw_peer_sockets.h); NULL for a peer without them.
+    const struct raw_socket_ops *sockets;
 } raw_peer;
 
 /// A timers run's result: `fired` of `count` timers, scheduled from `start` to `end`, the first
