@@ -63,6 +63,9 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         self.init(unixPathBytes: utf8)
     }
 
+    /// An unnamed Unix socket's address (as each end of a socket pair has).
+    static var unnamedUnix: SocketAddress { SocketAddress(unixPathBytes: []) }
+
     private init(unixPathBytes path: [UInt8]) {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
