@@ -198,6 +198,10 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
             guard !calls.handedOver else { return }
             // Stored first: the posted calls may run on the loop's thread before this returns.
             boundLoop.store(Unmanaged.passRetained(loop), ordering: .releasing)
+            // Later calls are posted in the same modes as these, before the add records them.
+            residency.withLock { residency in
+                if residency.modes.isEmpty { residency.modes = modes }
+            }
             for call in calls.calls { loop.perform(inModes: modes) { call(self) } }
             calls.calls = []
             calls.handedOver = true
