@@ -133,6 +133,42 @@ static raw_churn_result glt_churn(long long timers, int window) {
     return result;
 }
 
+// MARK: Scheduled blocks: schedule and cancel
+
+/// Fired blocks of the run in progress (runs are one at a time, on one thread).
+static long long blocks_fired;
+
+static gboolean block_fired(gpointer data) {
+    (void)data;
+    blocks_fired++;
+    return G_SOURCE_REMOVE;  // a one-shot block: destroyed, and freed with its last reference
+}
+
+static raw_churn_result glt_schedule_cancel(long long blocks, int fire_half) {
+    raw_churn_result result = {0, 0};
+    if (blocks < 1) return result;
+    GMainContext *context = own_context();
+    blocks_fired = 0;
+    long long firing = 0;
+    double start = raw_mono_now();
+    for (long long i = 0; i < blocks; i++) {
+        GSource *source = attach_timeout(context, fire_half ? 0 : 3600 * 1000, block_fired, NULL);
+        if (fire_half && (i & 1)) {
+            firing++;
+        } else {
+            g_source_destroy(source);
+        }
+        g_source_unref(source);  // the context holds the ones still attached
+    }
+    double deadline = start + 600;
+    while (blocks_fired < firing && raw_mono_now() < deadline) g_main_context_iteration(context, TRUE);
+    double end = raw_mono_now();
+    free_context(context);
+    result.ok = blocks_fired == firing;
+    result.seconds = end - start;
+    return result;
+}
+
 // MARK: Iteration overhead
 
 static long long busy_performed;
@@ -300,6 +336,7 @@ static const raw_peer peer = {
     .version = glt_version,
     .timers = glt_timers,
     .timer_churn = glt_churn,
+    .schedule_cancel = glt_schedule_cancel,
     .iteration = glt_iteration,
     .watch_fd = glt_watch_fd,
     .unwatch_fd = glt_unwatch_fd,

@@ -265,6 +265,7 @@ static const raw_peer peer = {
     .version = raw_libevent_version,
     .timers = lev_timers,
     .timer_churn = lev_timer_churn,
+    .schedule_cancel = lev_schedule_cancel,
     .iteration = lev_iteration,
     .watch_fd = lev_watch_fd,
     .unwatch_fd = lev_unwatch_fd,

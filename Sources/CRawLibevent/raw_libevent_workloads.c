@@ -157,6 +157,47 @@ raw_churn_result lev_timer_churn(long long timers, int window) {
     return result;
 }
 
+// MARK: Scheduled blocks: schedule and cancel
+
+/// Fired blocks of the run in progress (runs are one at a time, on one thread).
+static long long blocks_fired;
+
+static void block_fired(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    blocks_fired++;
+    event_free(arg);  // a one-shot block is released as it runs
+}
+
+raw_churn_result lev_schedule_cancel(long long blocks, int fire_half) {
+    raw_churn_result result = {0, 0};
+    if (blocks < 1) return result;
+    struct event_base *base = lev_new_base(1);
+    if (!base) return result;
+    blocks_fired = 0;
+    long long firing = 0;
+    struct timeval later = {3600, 0};
+    struct timeval now = {0, 0};
+    double start = raw_mono_now();
+    for (long long i = 0; i < blocks; i++) {
+        struct event *event = event_new(base, -1, 0, block_fired, event_self_cbarg());
+        event_add(event, fire_half ? &now : &later);
+        if (fire_half && (i & 1)) {
+            firing++;
+        } else {
+            event_free(event);  // deletes the pending event first
+        }
+    }
+    while (blocks_fired < firing) {
+        if (event_base_loop(base, EVLOOP_ONCE) != 0) break;
+    }
+    double end = raw_mono_now();
+    result.ok = blocks_fired == firing;
+    event_base_free(base);
+    result.seconds = end - start;
+    return result;
+}
+
 // MARK: Workload 5: iteration overhead
 
 typedef struct {

@@ -121,6 +121,46 @@ static raw_churn_result uvt_churn(long long timers, int window) {
     return result;
 }
 
+// MARK: Scheduled blocks: schedule and cancel
+
+/// Fired blocks of the run in progress (runs are one at a time, on one thread).
+static long long blocks_fired;
+
+static void block_fired(uv_timer_t *timer) {
+    blocks_fired++;
+    uv_close((uv_handle_t *)timer, free_handle);  // a one-shot block is released as it runs
+}
+
+static raw_churn_result uvt_schedule_cancel(long long blocks, int fire_half) {
+    raw_churn_result result = {0, 0};
+    if (blocks < 1) return result;
+    uv_loop_t loop;
+    if (uv_loop_init(&loop) != 0) return result;
+    blocks_fired = 0;
+    long long firing = 0;
+    double start = raw_mono_now();
+    for (long long i = 0; i < blocks; i++) {
+        uv_timer_t *timer = malloc(sizeof *timer);
+        if (!timer) abort();
+        uv_timer_init(&loop, timer);
+        uv_timer_start(timer, block_fired, fire_half ? 0 : 3600 * 1000, 0);
+        if (fire_half && (i & 1)) {
+            firing++;
+            continue;
+        }
+        uv_close((uv_handle_t *)timer, free_handle);
+        // Close callbacks run on the loop's next pass: as in the churn, one every 1,000 timers.
+        if (!fire_half && i % 1000 == 999) uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    // Runs the fired ones, then the close callbacks, until no handle is left.
+    uv_run(&loop, UV_RUN_DEFAULT);
+    double end = raw_mono_now();
+    close_loop(&loop);
+    result.ok = blocks_fired == firing;
+    result.seconds = end - start;
+    return result;
+}
+
 // MARK: Iteration overhead
 
 typedef struct {
@@ -278,6 +318,7 @@ static const raw_peer peer = {
     .version = uv_version_string,
     .timers = uvt_timers,
     .timer_churn = uvt_churn,
+    .schedule_cancel = uvt_schedule_cancel,
     .iteration = uvt_iteration,
     .watch_fd = uvt_watch_fd,
     .unwatch_fd = uvt_unwatch_fd,

@@ -37,6 +37,10 @@ protocol Contender {
     static func timers(offsets: [Double], lead: Double, timeout: Double) -> Outcome<TimerRun>
     /// Seconds to schedule `timers` timers and invalidate each `window` timers later.
     static func timerChurn(timers: Int, window: Int) -> Outcome<Double>
+    /// Seconds to schedule `blocks` cancellable one-shot blocks from the loop's thread and cancel
+    /// each at once; with `fireHalf`, each due now, every other one cancelled, then the loop runs
+    /// until the others ran (`ScheduleWorkload.swift`).
+    static func scheduleCancel(blocks: Int, fireHalf: Bool) -> Outcome<Double>
     /// Iterations per second of a loop kept busy by a self-reposting source.
     static func iteration(seconds: Double, observers: Int) -> Outcome<Double>
     /// Round trips per second of one byte over a socketpair between two loops.
@@ -93,6 +97,7 @@ private let timerLeads = Locked<[Implementation: Double]>([:])
 enum Workloads {
     static let all: [Workload] = [
         post, pingPong, timers, churn, iteration, descriptor, idle, memory, actorHop, jobs, bulk, echo, connections,
+        schedule,
     ]
 
     static let post = Workload(

@@ -89,7 +89,8 @@ import Testing
         for id in [
             MetricID.post1, MetricID.post4, MetricID.post1CaptureFree, MetricID.post4CaptureFree,
             MetricID.post1Typical, MetricID.post4Typical, MetricID.churn,
-            MetricID.iteration0, MetricID.iteration6, MetricID.descriptor,
+            MetricID.iteration0, MetricID.iteration6, MetricID.descriptor, MetricID.scheduleCancel,
+            MetricID.scheduleHalfFired,
         ] {
             let value = figure(id, implementation)
             #expect((value ?? 0) > 0, "\(id) on \(implementation.rawValue): \(String(describing: value))")

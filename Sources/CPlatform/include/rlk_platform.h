@@ -33,6 +33,10 @@ static inline int rlk_sock_stream(void) { return SOCK_STREAM; }
 /// SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, for `socket`.
 static inline int rlk_stream_socket_type(void) { return SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC; }
 
+/// `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC)`: a child process's standard stream, both ends
+/// blocking (the parent makes its own end non-blocking). -1 with errno on failure.
+static inline int rlk_stream_socket_pair(int fds[2]) { return socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds); }
+
 /// `accept4` with SOCK_NONBLOCK | SOCK_CLOEXEC: the accepted socket is non-blocking and not
 /// inherited by child processes, in one system call. -1 with errno on failure.
 int rlk_accept(int fd, struct sockaddr *addr, socklen_t *addrlen);

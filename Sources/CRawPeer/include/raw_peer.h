@@ -103,6 +103,10 @@ typedef struct {
                                 double timeout_seconds);
     /// Schedules `timers` timers an hour away, invalidating each one `window` timers later.
     raw_churn_result (*timer_churn)(long long timers, int window);
+    /// Schedules `blocks` one-shot timers on a loop of the calling thread and cancels each at once
+    /// (an hour away); with `fire_half`, all due now, every other one cancelled at once, then the
+    /// loop runs until the others have fired. Each fired timer is freed as it runs.
+    raw_churn_result (*schedule_cancel)(long long blocks, int fire_half);
     /// A loop kept busy by a source that is always ready, with `observers` callouts before and
     /// after polling on each pass; runs for `seconds`.
     raw_iteration_result (*iteration)(double seconds, int observers);

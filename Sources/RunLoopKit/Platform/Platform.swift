@@ -132,6 +132,14 @@ enum Platform {
     /// `SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC`: the sockets listeners and connections make.
     static var streamSocketType: Int32 { rlk_stream_socket_type() }
 
+    /// `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC)`: the two connected ends, both blocking, or
+    /// nil with `errno` set.
+    static func streamSocketPair() -> (Int32, Int32)? {
+        var ends: [Int32] = [-1, -1]
+        guard rlk_stream_socket_pair(&ends) == 0 else { return nil }
+        return (ends[0], ends[1])
+    }
+
     /// `accept4(SOCK_NONBLOCK | SOCK_CLOEXEC)`, which Swift's Glibc module does not declare: the
     /// new socket is non-blocking and not inherited by child processes, in one system call.
     /// Returns the descriptor, or -1 with `errno` set.

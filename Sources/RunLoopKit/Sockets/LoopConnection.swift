@@ -51,7 +51,11 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Any thread.
     public let remoteAddress: SocketAddress
 
-    let loop: Loop
+    /// The loop serving the connection, retained: set in `init` for accepted and connected ones,
+    /// and when its process is added to a loop for a child's standard stream.
+    private let boundLoop: Atomic<Unmanaged<Loop>?>
+    /// A child's stream only: the calls made before it had a loop, applied there once it has one.
+    private let early: Locked<EarlyCalls>?
     let fileDescriptor: Int32
     let residency: Locked<Residency>
     /// Set once, in `init`, before the item is shared.
@@ -104,13 +108,20 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     var pendingReads: [(maxLength: Int, continuation: CheckedContinuation<[UInt8], any Error>)] = []
     var pendingWrites: [CheckedContinuation<Void, any Error>] = []
 
+    struct EarlyCalls {
+        var calls: [@Sendable (LoopConnection) -> Void] = []
+        /// The calls were handed to the loop: later ones go to it directly.
+        var handedOver = false
+    }
+
     init(
-        descriptor: Int32, local: SocketAddress, remote: SocketAddress, loop: Loop, phase: Phase
+        descriptor: Int32, local: SocketAddress, remote: SocketAddress, loop: Loop?, phase: Phase
     ) {
         fileDescriptor = descriptor
         localAddress = local
         remoteAddress = remote
-        self.loop = loop
+        boundLoop = Atomic(loop.map { Unmanaged.passRetained($0) })
+        early = loop == nil ? Locked(EarlyCalls()) : nil
         self.phase = phase
         residency = Locked(Residency(loop: loop))
         watched = phase == .connecting ? .writable : .readable
@@ -128,18 +139,72 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         self.init(descriptor: descriptor, local: local, remote: remote, loop: loop, phase: .open)
     }
 
+    /// A child process's standard stream: the parent's end of a connected socket pair, which
+    /// joins a loop when its process does (``join(_:inModes:)``).
+    convenience init(childStream descriptor: Int32) {
+        let local = SocketCall.address(of: descriptor) ?? SocketAddress.unnamedUnix
+        let remote = SocketCall.address(of: descriptor, peer: true) ?? local
+        self.init(descriptor: descriptor, local: local, remote: remote, loop: nil, phase: .open)
+    }
+
     deinit {
         // In no loop and referenced by nobody: nothing can be delivered any more.
         descriptorSource.invalidate()
+        boundLoop.load(ordering: .acquiring)?.release()
+    }
+
+    /// The connection's loop. Only once it has one: on its thread, or after `readyLoop` said so.
+    var loop: Loop { boundLoop.load(ordering: .acquiring)!.takeUnretainedValue() }
+
+    /// The loop, if calls may go to it directly; nil for a child's stream whose process is in no
+    /// loop yet (or whose early calls are being handed over).
+    private var readyLoop: Loop? {
+        guard let early else { return loop }
+        return early.withLock { $0.handedOver } ? loop : nil
     }
 
     /// Runs `body` on the loop's thread: now if this is it, else posted in the connection's modes
-    /// (which keeps each calling thread's order).
+    /// (which keeps each calling thread's order). Before a child's stream has a loop, `body` waits
+    /// for the one it joins.
     func onLoop(_ body: @escaping @Sendable (LoopConnection) -> Void) {
+        let loop: Loop
+        if let early {
+            guard
+                let ready = early.withLock({ calls -> Loop? in
+                    guard calls.handedOver else {
+                        calls.calls.append(body)
+                        return nil
+                    }
+                    return self.loop
+                })
+            else { return }
+            loop = ready
+        } else {
+            loop = self.loop
+        }
         if loop.isCurrentThread {
             body(self)
         } else {
             loop.perform(inModes: postingModes) { body(self) }
+        }
+    }
+
+    /// A child's stream joins `loop`: the calls made so far are posted there in `modes`, in their
+    /// order, before any later one. Once; a later call does nothing (a second loop is refused when
+    /// the connection is added to it).
+    func join(_ loop: Loop, inModes modes: [Loop.Mode]) {
+        guard let early else { return }
+        early.withLock { calls in
+            guard !calls.handedOver else { return }
+            // Stored first: the posted calls may run on the loop's thread before this returns.
+            boundLoop.store(Unmanaged.passRetained(loop), ordering: .releasing)
+            // Later calls are posted in the same modes as these, before the add records them.
+            residency.withLock { residency in
+                if residency.modes.isEmpty { residency.modes = modes }
+            }
+            for call in calls.calls { loop.perform(inModes: modes) { call(self) } }
+            calls.calls = []
+            calls.handedOver = true
         }
     }
 
@@ -183,7 +248,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     ///
     /// Any thread; writes from one thread go out in the order they were made.
     public func write(_ bytes: some Collection<UInt8>) {
-        if loop.isCurrentThread {
+        if let loop = readyLoop, loop.isCurrentThread {
             if bytes.withContiguousStorageIfAvailable({ enqueue(UnsafeRawBufferPointer($0)) }) == nil {
                 Array(bytes).withUnsafeBytes { enqueue($0) }
             }
@@ -198,13 +263,13 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     ///
     /// Any thread; writes from one thread go out in the order they were made.
     public func write(_ buffer: inout LoopBuffer) {
-        if loop.isCurrentThread {
+        if let loop = readyLoop, loop.isCurrentThread {
             enqueue(buffer.unique())
         } else {
             let moved = EventBuffer()
             moved.moveAll(from: buffer.unique())
             let box = Unchecked(moved)
-            loop.perform(inModes: postingModes) { self.enqueue(box.value) }
+            onLoop { $0.enqueue(box.value) }
         }
     }
 

@@ -63,6 +63,9 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         self.init(unixPathBytes: utf8)
     }
 
+    /// An unnamed Unix socket's address (as each end of a socket pair has).
+    static var unnamedUnix: SocketAddress { SocketAddress(unixPathBytes: []) }
+
     private init(unixPathBytes path: [UInt8]) {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
@@ -141,9 +144,11 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
 extension SocketAddress {
     /// The addresses `host` names, for TCP to `port`, in the order `getaddrinfo` gives them.
     ///
-    /// Any thread. The look-up blocks, so it runs on a thread of its own, never on a loop's
-    /// thread. Throws a `LoopError` if the port is out of range or the name does not resolve
-    /// (`systemError` is set when the resolver failed with a system error).
+    /// Any thread or task. The look-up blocks, so it runs on a thread of `LoopWorkPool.shared`,
+    /// never on a loop's thread. Throws a `LoopError` if the port is out of range or the name does
+    /// not resolve (`systemError` is set when the resolver failed with a system error), or if the
+    /// shared pool was shut down; `CancellationError` if the task is cancelled before the look-up
+    /// starts.
     public static func resolve(host: String, port: Int) async throws -> [SocketAddress] {
         try checkPort(port)
         return try await BlockingWork.run { () throws(LoopError) -> [SocketAddress] in

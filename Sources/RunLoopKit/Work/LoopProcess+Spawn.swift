@@ -32,7 +32,8 @@ enum ProcessCalls {
 }
 
 extension LoopProcess {
-    /// Starts the child with `posix_spawn` and opens its pidfd.
+    /// Starts the child with `posix_spawn` and opens its pidfd; `streams` holds, for each
+    /// `.connection` choice, this process's end of the socket pair (non-blocking, close-on-exec).
     ///
     /// Only descriptors 0, 1 and 2 reach the child (every other one is closed in it, whether or
     /// not it is close-on-exec); its signal mask is empty and every signal has its default action
@@ -40,8 +41,17 @@ extension LoopProcess {
     static func spawn(
         executable: String, arguments: [String], environment: [String: String]?, workingDirectory: String?,
         stdio: [Stdio]
-    ) throws(LoopError) -> (pid: pid_t, pidfd: Int32) {
+    ) throws(LoopError) -> (pid: pid_t, pidfd: Int32, streams: [Int32?]) {
         if let workingDirectory { try checkDirectory(workingDirectory) }
+        let pairs = try makeSocketPairs(for: stdio)
+        var started = false
+        defer {
+            // The child has its ends (or there is no child): this process keeps only its own.
+            for case (let parent, let child)? in pairs {
+                close(child)
+                if !started { close(parent) }
+            }
+        }
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -50,7 +60,7 @@ extension LoopProcess {
             try check(Platform.spawnAddChdir(&actions, workingDirectory), "posix_spawn_file_actions_addchdir_np")
         }
         for (target, choice) in stdio.enumerated() {
-            try addStdio(choice, as: Int32(target), to: &actions)
+            try addStdio(choice, as: Int32(target), childEnd: pairs[target]?.child, to: &actions)
         }
         try check(Platform.spawnAddCloseFrom(&actions, 3), "posix_spawn_file_actions_addclosefrom_np")
 
@@ -97,17 +107,51 @@ extension LoopProcess {
                 "cannot watch process \(pid): pidfd_open failed: \(ProcessCalls.describe(failure))",
                 systemError: failure)
         }
-        return (pid, pidfd)
+        started = true
+        return (pid, pidfd, pairs.map { $0?.parent })
+    }
+
+    /// A socket pair for each `.connection` choice (nil for the others): `parent` non-blocking,
+    /// both ends close-on-exec and above 2, so that no file action moving one onto 0, 1 or 2
+    /// overwrites another still to be moved. On failure nothing stays open.
+    private static func makeSocketPairs(for stdio: [Stdio]) throws(LoopError) -> [(parent: Int32, child: Int32)?] {
+        var pairs: [(parent: Int32, child: Int32)?] = []
+        for choice in stdio {
+            guard choice == .connection else {
+                pairs.append(nil)
+                continue
+            }
+            guard let (parent, child) = Platform.streamSocketPair() else {
+                let code = errno
+                for case (let parent, let child)? in pairs {
+                    close(parent)
+                    close(child)
+                }
+                throw LoopError("socketpair failed: \(ProcessCalls.describe(code))", systemError: code)
+            }
+            let ends = (parent: aboveStandard(parent), child: aboveStandard(child))
+            _ = fcntl(ends.parent, F_SETFL, fcntl(ends.parent, F_GETFL) | O_NONBLOCK)
+            pairs.append(ends)
+        }
+        return pairs
+    }
+
+    /// `descriptor`, or a close-on-exec copy of it from 3 up if it is 0, 1 or 2 (this process had
+    /// closed its own), the original closed.
+    private static func aboveStandard(_ descriptor: Int32) -> Int32 {
+        guard descriptor < 3 else { return descriptor }
+        let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 3)
+        guard copy >= 0 else { return descriptor }
+        close(descriptor)
+        return copy
     }
 
     /// The file action giving the child's descriptor `target` what `choice` asks for.
     ///
-    /// Every choice is a file action on the child's side, so the parent opens nothing for it
-    /// and has nothing to close on failure. A stream to the parent would add a socket pair here:
-    /// its child end duplicated onto `target` (the closing of descriptors from 3 up then removes
-    /// the original), its parent end kept for the process to join its loop.
+    /// A stream's `childEnd` is duplicated onto `target` (a duplicate is not close-on-exec, and
+    /// the closing of descriptors from 3 up then removes the original in the child).
     private static func addStdio(
-        _ choice: Stdio, as target: Int32, to actions: inout posix_spawn_file_actions_t
+        _ choice: Stdio, as target: Int32, childEnd: Int32?, to actions: inout posix_spawn_file_actions_t
     ) throws(LoopError) {
         switch choice {
         case .inherit:
@@ -115,6 +159,8 @@ extension LoopProcess {
         case .null:
             let flags = target == STDIN_FILENO ? O_RDONLY : O_WRONLY
             try check(posix_spawn_file_actions_addopen(&actions, target, "/dev/null", flags, 0), "addopen(/dev/null)")
+        case .connection:
+            try check(posix_spawn_file_actions_adddup2(&actions, childEnd!, target), "adddup2")
         }
     }
 

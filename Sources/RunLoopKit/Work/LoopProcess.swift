@@ -25,6 +25,10 @@ public final class LoopProcess: @unchecked Sendable {
         case inherit
         /// `/dev/null`: reads see end of file, writes are discarded.
         case null
+        /// A stream to this process: one end of a Unix socket pair is the child's descriptor, the
+        /// other is the process's ``LoopProcess/standardInput``, ``LoopProcess/standardOutput``
+        /// or ``LoopProcess/standardError`` connection, served by the loop the process is added to.
+        case connection
     }
 
     /// How the child ended.
@@ -48,6 +52,25 @@ public final class LoopProcess: @unchecked Sendable {
     /// Any thread. Use ``signal(_:)`` rather than `kill(pid, …)`: after the child is reaped its
     /// id may belong to another process, its pidfd never does.
     public let pid: Int32
+
+    /// The stream to the child's standard input, for `standardInput: .connection`; nil otherwise.
+    ///
+    /// Any thread, like every member of the connection. It joins the process's loop, in the same
+    /// modes, when the process is added to a loop; calls made before are applied then. Write to
+    /// it, and `shutdownOutput()` or `close()` it for the child to see the end of its input.
+    public let standardInput: LoopConnection?
+    /// The stream from the child's standard output, for `standardOutput: .connection`; nil
+    /// otherwise.
+    ///
+    /// Any thread; it joins the process's loop as ``standardInput`` does. Its output arrives
+    /// through `onRead` or `read(maxLength:)`; `readClosed` then `closed` follow once the child
+    /// (and every process it passed the descriptor to) has exited or closed it.
+    public let standardOutput: LoopConnection?
+    /// The stream from the child's standard error, for `standardError: .connection`; nil
+    /// otherwise.
+    ///
+    /// Any thread; as ``standardOutput``.
+    public let standardError: LoopConnection?
 
     struct State: @unchecked Sendable {  // the handler only ever runs on the loop thread
         /// The child's pidfd; -1 once it is reaped (or handed to the reaper at deinit).
@@ -80,7 +103,8 @@ public final class LoopProcess: @unchecked Sendable {
     /// (nil: this process's).
     ///
     /// Any thread. Only the standard descriptors reach the child: every other descriptor of this
-    /// process is closed in it. The child starts with an empty signal mask and every signal at its
+    /// process is closed in it. Each stream asked as `.connection` gets a socket pair: the child's
+    /// end becomes its descriptor 0, 1 or 2, this process keeps the other (close-on-exec). The child starts with an empty signal mask and every signal at its
     /// default action. Throws a `LoopError` with `systemError` set if the working directory is
     /// missing or not a directory, or if the executable is missing (`ENOENT`) or cannot be
     /// executed (`EACCES`); nothing is started then.
@@ -90,11 +114,15 @@ public final class LoopProcess: @unchecked Sendable {
         standardInput: Stdio = .inherit, standardOutput: Stdio = .inherit,
         standardError: Stdio = .inherit
     ) throws(LoopError) {
-        let (pid, pidfd) = try LoopProcess.spawn(
+        let (pid, pidfd, streams) = try LoopProcess.spawn(
             executable: executable, arguments: arguments, environment: environment,
             workingDirectory: workingDirectory, stdio: [standardInput, standardOutput, standardError])
         self.pid = pid
         self.state = Locked(State(pidfd: pidfd))
+        let connections = streams.map { $0.map(LoopConnection.init(childStream:)) }
+        self.standardInput = connections[0]
+        self.standardOutput = connections[1]
+        self.standardError = connections[2]
     }
 
     deinit {
@@ -202,6 +230,9 @@ public final class LoopProcess: @unchecked Sendable {
         }
     }
 
+    /// The connections to the child's standard streams.
+    var streams: [LoopConnection] { [standardInput, standardOutput, standardError].compactMap { $0 } }
+
     /// The watching source, if there is one.
     var currentSource: LoopDescriptorSource? { watching.withLock { $0.source } }
 
@@ -305,21 +336,29 @@ private struct UncheckedHandler: @unchecked Sendable {
 
 extension Loop {
     /// Adds `process` to `mode` (`.common`: every common mode, now and later): its exit is
-    /// delivered on this loop's thread while a mode holding it runs.
+    /// delivered on this loop's thread while a mode holding it runs, and its `.connection`
+    /// streams are served in that mode too.
     ///
     /// Any thread. Adding it again to a mode it is in does nothing, and so does adding a process
-    /// whose exit was already delivered, or adding to a loop whose thread has exited. A process
-    /// belongs to one loop: adding it to a second one is a programmer error.
+    /// whose exit was already delivered (its streams still join), or adding to a loop whose thread
+    /// has exited. A process belongs to one loop: adding it to a second one is a programmer error.
     public func add(_ process: LoopProcess, forMode mode: Mode) {
+        for stream in process.streams where stream.descriptorSource.isValid {
+            // Joined first: calls made before run ahead of anything the stream reads here.
+            stream.join(self, inModes: [mode])
+            add(stream, forMode: mode)
+        }
         guard let source = process.watchSource(on: self) else { return }
         add(source, forMode: mode)
     }
 
-    /// Removes `process` from `mode`; an exit that happens meanwhile waits for a mode holding it.
+    /// Removes `process` and its streams from `mode`; an exit that happens meanwhile waits for a
+    /// mode holding it, and so does the streams' traffic.
     /// A process in no mode that is no longer referenced is released (see ``LoopProcess``).
     ///
     /// Any thread.
     public func remove(_ process: LoopProcess, forMode mode: Mode) {
+        for stream in process.streams { remove(stream, forMode: mode) }
         guard let source = process.currentSource else { return }
         remove(source, forMode: mode)
         process.sourceWasRemoved(from: self)
