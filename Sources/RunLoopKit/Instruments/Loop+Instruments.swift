@@ -104,6 +104,8 @@ extension Loop {
         }
         if empty { instrumentsAttached.store(false, ordering: .relaxed) }
         instrumentsChanged.store(true, ordering: .releasing)
+        // A sleeping loop still holds its copy of the instruments: woken, it lets this one go.
+        wakeUpIfForeign()
     }
 
     /// Loop thread: picks up attached and detached instruments.
