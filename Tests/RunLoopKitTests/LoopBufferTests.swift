@@ -67,4 +67,14 @@ import Testing
             buffer.withContiguousBytes(upTo: -4) { _ in }
         }
     }
+
+    /// Collections without contiguous storage (a lazy map) are appended and searched for as well.
+    @Test func nonContiguousCollectionsAreAppendedAndFound() {
+        var buffer = LoopBuffer()
+        buffer.append((0..<5).lazy.map { UInt8($0) })
+        #expect(buffer.count == 5)
+        #expect(buffer.firstIndex(of: (3...4).lazy.map { UInt8($0) }) == 3)
+        #expect(buffer.firstIndex(of: (7...8).lazy.map { UInt8($0) }) == nil)
+        #expect(buffer.read(maxLength: 10) == [0, 1, 2, 3, 4])
+    }
 }
