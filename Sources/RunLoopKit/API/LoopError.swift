@@ -15,6 +15,11 @@ public struct LoopError: Error, Sendable, Equatable, CustomStringConvertible {
         self.systemError = systemError
     }
 
+    /// An error with the given message, where no system call failed (`systemError` is nil).
+    public init(_ message: String) {
+        self.init(message, systemError: nil)
+    }
+
     /// The event backend (libevent or a kernel object it needs) could not be set up or used.
     static func backend(_ message: String, systemError: Int32? = nil) -> LoopError {
         LoopError("event backend: \(message)", systemError: systemError)
