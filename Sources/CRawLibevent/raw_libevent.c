@@ -139,22 +139,19 @@ static raw_loop *raw_loop_start(void) {
     pthread_mutex_init(&loop->mutex, NULL);
     raw_latch_init(&loop->ready);
     raw_latch_init(&loop->exited);
-    if (loop->wake_fd < 0 || pthread_create(&loop->thread, NULL, raw_loop_main, loop) != 0) {
-        if (loop->wake_fd >= 0) close(loop->wake_fd);
-        loop->wake_fd = -1;
+    if (loop->wake_fd < 0) {
         free(loop);
         return NULL;
     }
-    if (!raw_latch_wait(&loop->ready, 10.0)) {
-        pthread_detach(loop->thread);  // leaked: never touched again
+    switch (raw_loop_thread_start(&loop->thread, raw_loop_main, loop, &loop->ready, &loop->failed)) {
+    case raw_start_ok: return loop;
+    case raw_start_timed_out: return NULL;
+    case raw_start_not_created:
+        close(loop->wake_fd);
+        free(loop);
         return NULL;
+    default: raw_loop_free(loop); return NULL;
     }
-    if (loop->failed) {
-        pthread_join(loop->thread, NULL);
-        raw_loop_free(loop);
-        return NULL;
-    }
-    return loop;
 }
 
 static int raw_loop_stop_item(void *context) {

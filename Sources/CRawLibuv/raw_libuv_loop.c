@@ -104,20 +104,11 @@ uvl_loop *uvl_start(void) {
     pthread_mutex_init(&loop->mutex, NULL);
     raw_latch_init(&loop->ready);
     raw_latch_init(&loop->exited);
-    if (pthread_create(&loop->thread, NULL, uvl_main, loop) != 0) {
-        uvl_free(loop);
-        return NULL;
+    switch (raw_loop_thread_start(&loop->thread, uvl_main, loop, &loop->ready, &loop->failed)) {
+    case raw_start_ok: return loop;
+    case raw_start_timed_out: return NULL;
+    default: uvl_free(loop); return NULL;
     }
-    if (!raw_latch_wait(&loop->ready, 10.0)) {
-        pthread_detach(loop->thread);  // leaked: never touched again
-        return NULL;
-    }
-    if (loop->failed) {
-        pthread_join(loop->thread, NULL);
-        uvl_free(loop);
-        return NULL;
-    }
-    return loop;
 }
 
 static int uvl_stop_item(void *context) {

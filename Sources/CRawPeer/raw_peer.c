@@ -59,6 +59,20 @@ int raw_latch_wait(raw_latch *l, double timeout) {
     return open;
 }
 
+raw_start_result raw_loop_thread_start(pthread_t *thread, void *(*main)(void *), void *arg, raw_latch *ready,
+                                       const int *failed) {
+    if (pthread_create(thread, NULL, main, arg) != 0) return raw_start_not_created;
+    if (!raw_latch_wait(ready, 10.0)) {
+        pthread_detach(*thread);  // leaked: never touched again
+        return raw_start_timed_out;
+    }
+    if (*failed) {
+        pthread_join(*thread, NULL);
+        return raw_start_failed;
+    }
+    return raw_start_ok;
+}
+
 long long raw_rss_bytes(void) {
     FILE *file = fopen("/proc/self/statm", "r");
     if (!file) return -1;

@@ -173,6 +173,21 @@ void raw_latch_open(raw_latch *latch);
 /// 1 once open, 0 if `timeout` seconds passed first.
 int raw_latch_wait(raw_latch *latch, double timeout);
 
+/// How a loop thread's start went (`raw_loop_thread_start`).
+typedef enum {
+    raw_start_ok = 0,
+    /// pthread_create failed: the caller frees the loop.
+    raw_start_not_created,
+    /// The thread did not report ready in 10 s: it is detached and the loop leaked (never touched).
+    raw_start_timed_out,
+    /// The thread reported a failure and has exited (joined): the caller frees the loop.
+    raw_start_failed,
+} raw_start_result;
+
+/// Starts `main(arg)` on `*thread` and waits for it to open `ready`, then reads `*failed`.
+raw_start_result raw_loop_thread_start(pthread_t *thread, void *(*main)(void *), void *arg, raw_latch *ready,
+                                       const int *failed);
+
 /// Resident set size of the process (`/proc/self/statm`), in bytes.
 long long raw_rss_bytes(void);
 /// `malloc_trim(0)`: returns free heap pages to the kernel so that an RSS baseline is clean.
