@@ -106,6 +106,10 @@ struct BenchmarkSize: Sendable {
     var sockets: SocketSizes = .full
     /// Upper bound for one measurement; past it the figure is reported as timed out.
     var timeout: Double
+    /// Cache-line round trips in the machine probe before each repetition; 0 skips the probe
+    /// (for a profiler such as callgrind, which runs threads one at a time and makes a spinning
+    /// probe take minutes).
+    var coreRoundTrips: Int = 20_000
 
     static let full = BenchmarkSize(
         name: "full", repetitions: 5, postBlocks: 500_000, pingPongRoundTrips: 20_000, timerCount: 100_000,
@@ -136,7 +140,7 @@ extension BenchmarkSize {
             "memoryLoops": \.memoryLoops, "actorRoundTrips": \.actorRoundTrips, "executorJobs": \.executorJobs,
             "bulkBytes": \.sockets.bulkBytes, "echoRoundTrips": \.sockets.echoRoundTrips,
             "echoRoundTripsEach": \.sockets.echoRoundTripsEach, "idleConnections": \.sockets.idleConnections,
-            "scheduledBlocks": \.scheduledBlocks,
+            "scheduledBlocks": \.scheduledBlocks, "coreRoundTrips": \.coreRoundTrips,
         ]
     }
     private static var seconds: [String: WritableKeyPath<BenchmarkSize, Double>] {
@@ -407,7 +411,11 @@ struct Benchmark {
         for workload in selectedWorkloads {
             var samples: [Implementation: [Sample]] = [:]
             for repetition in 1...size.repetitions {
-                if let roundTrip = LibeventContender.coreRoundTripNanoseconds() { roundTrips.append(roundTrip) }
+                if size.coreRoundTrips > 0,
+                    let roundTrip = LibeventContender.coreRoundTripNanoseconds(rounds: size.coreRoundTrips)
+                {
+                    roundTrips.append(roundTrip)
+                }
                 switch workload.runner {
                 case .each(let body):
                     for implementation in implementations {

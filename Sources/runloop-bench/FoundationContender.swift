@@ -437,6 +437,15 @@ enum FoundationContender: Contender {
     }
 
     static func memoryPerLoop(count: Int) -> Outcome<Double> {
+        // The first loops fault in CoreFoundation's code pages: not the cost of one more loop.
+        let warmUp = (0..<memoryWarmUpLoops).compactMap { _ in CFLoopThread() }
+        let warmed = DispatchGroup()
+        for thread in warmUp {
+            warmed.enter()
+            thread.perform { warmed.leave() }
+        }
+        guard warmed.wait(timeout: .now() + 30) == .success else { return .failure(.timedOut) }
+        for thread in warmUp { _ = thread.stop() }
         raw_malloc_trim()
         let before = residentBytes()
         let threads = (0..<count).compactMap { _ in CFLoopThread() }

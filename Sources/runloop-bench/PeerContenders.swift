@@ -127,6 +127,11 @@ extension CPeerContender {
     }
 
     static func memoryPerLoop(count: Int) -> Outcome<Double> {
+        // The first loops fault in the library's code pages: not the cost of one more loop.
+        guard let warmUp = raw_peer_loops_start(peer, Int32(memoryWarmUpLoops)) else {
+            return .failure(BenchError(reason: "raw loops did not start"))
+        }
+        raw_peer_loops_stop(warmUp)
         raw_malloc_trim()
         let before = residentBytes()
         guard let loops = raw_peer_loops_start(peer, Int32(count)) else {

@@ -49,6 +49,11 @@ extension Duration {
 /// Resident set size of the process in bytes (`/proc/self/statm`).
 func residentBytes() -> Int64 { Int64(raw_rss_bytes()) }
 
+/// Loops each implementation starts and stops before measuring memory per loop: the first loops of
+/// a process fault in the code pages they run (about 13 KB a loop of RunLoopKit's 200 were
+/// `libswiftCore` and the benchmark's own code), which one more loop does not cost.
+let memoryWarmUpLoops = 4
+
 /// A mutable box shared between the measuring thread and a loop thread. The workloads hand it over
 /// with explicit synchronisation (a semaphore, a thread join), so it is not itself thread-safe.
 final class Box<Value>: @unchecked Sendable {

@@ -188,7 +188,7 @@ public final class Loop: @unchecked Sendable {
         // Released outside the lock: a closure's deinit may post to this loop (and be refused).
         let orphans = inbox.takeOrphans()
         orphans.append(movingFrom: onThread.pendingBlocks)
-        onThread.pendingBlocks = BlockBuffer(capacity: 1)
+        onThread.pendingBlocks.releaseStorage()
         onThread.runnableSpare = nil
         runOrphanedJobs(orphans)
         let (items, old, released) = state.withLock { state in

@@ -18,15 +18,26 @@ final class BlockBuffer {
     /// goes back instead of staying with the loop for good.
     static let retainedCapacity = 1 << 16
 
-    init(capacity: Int = 16) {
+    /// The capacity of a buffer's first storage.
+    static let firstCapacity = 16
+
+    /// A buffer with no storage until its first append (`capacity` 0), or with room for
+    /// `capacity` blocks. Of the four buffers a loop keeps, an idle loop fills at most one: the
+    /// others allocate nothing (640 bytes each at 16 blocks).
+    init(capacity: Int = 0) {
         self.capacity = capacity
-        base = BlockBuffer.reallocate(nil, capacity: capacity)
+        base = capacity > 0 ? BlockBuffer.reallocate(nil, capacity: capacity) : BlockBuffer.noStorage
     }
 
     deinit {
         // Blocks never run (the loop's thread exited): their closures are released here.
         base.deinitialize(count: count)
-        free(base)
+        if capacity > 0 { free(base) }
+    }
+
+    /// Where a buffer without storage points: aligned, never read or written (its count is 0).
+    private static var noStorage: UnsafeMutablePointer<LoopBlock> {
+        UnsafeMutablePointer(bitPattern: MemoryLayout<LoopBlock>.alignment)!
     }
 
     /// `malloc`/`realloc`: a large buffer grows by remapping its pages (`mremap`), not by
@@ -47,7 +58,7 @@ final class BlockBuffer {
 
     @inline(__always)
     func append(_ block: consuming LoopBlock) {
-        if count == capacity { grow(to: capacity * 2) }
+        if count == capacity { grow(to: max(capacity * 2, BlockBuffer.firstCapacity)) }
         (base + count).initialize(to: block)
         count += 1
     }
@@ -55,7 +66,9 @@ final class BlockBuffer {
     /// Moves every block of `other` to the end of this buffer, leaving `other` empty.
     func append(movingFrom other: BlockBuffer) {
         guard other.count > 0 else { return }
-        if count + other.count > capacity { grow(to: max(capacity * 2, count + other.count)) }
+        if count + other.count > capacity {
+            grow(to: max(capacity * 2, count + other.count, BlockBuffer.firstCapacity))
+        }
         (base + count).moveInitialize(from: other.base, count: other.count)
         count += other.count
         other.count = 0
@@ -63,8 +76,28 @@ final class BlockBuffer {
 
     @inline(never)
     private func grow(to newCapacity: Int) {
-        base = BlockBuffer.reallocate(base, capacity: newCapacity)
+        base = BlockBuffer.reallocate(capacity > 0 ? base : nil, capacity: newCapacity)
         capacity = newCapacity
+    }
+
+    /// Trades storage with `other`: blocks, count and capacity.
+    ///
+    /// The holders keep their buffer objects for good and trade what is in them: a buffer held
+    /// in a `let` is reached without a retain and a release, which on the posting path are two
+    /// atomic operations inside the inbox's lock on an object the loop thread also touches.
+    @inline(__always)
+    func exchange(with other: BlockBuffer) {
+        swap(&base, &other.base)
+        swap(&count, &other.count)
+        swap(&capacity, &other.capacity)
+    }
+
+    /// Gives the storage of an empty buffer back (a burst grew it beyond what the loop keeps).
+    func releaseStorage() {
+        precondition(count == 0, "RunLoopKit: releasing the storage of a block buffer that holds blocks")
+        if capacity > 0 { free(base) }
+        base = BlockBuffer.noStorage
+        capacity = 0
     }
 
     /// Whether any block satisfies `predicate`, without copying one.

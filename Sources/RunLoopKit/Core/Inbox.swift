@@ -57,11 +57,11 @@ final class Inbox: @unchecked Sendable {
     // `make serve-bench` (5 rounds each): runloop-httpd went from 0.92x to 0.98x the raw-libevent
     // server, and its CPU per request from 1.11x to 1.03x raw libevent's.
     private let word = LockWord()
-    @exclusivity(unchecked) private var blocks = BlockBuffer()
+    private let blocks = BlockBuffer()
     @exclusivity(unchecked) private var wake = Wake.idle
     /// Loop thread only: the empty buffer swapped in when posts are taken (always empty between
     /// takes, so a pass with nothing posted touches no reference count).
-    @exclusivity(unchecked) private var spare = BlockBuffer()
+    private let spare = BlockBuffer()
     /// Stored by a wake-up that finds the loop spinning.
     private let kick = Atomic<Bool>(false)
     /// True while the loop's thread sleeps in the kernel.
@@ -147,25 +147,25 @@ final class Inbox: @unchecked Sendable {
 
     /// Appends the posts to `pending`. `consumedWakeUp`: the backend has read the eventfd, so the
     /// next post must write it again.
-    func takePosts(into pending: inout BlockBuffer, consumedWakeUp: Bool) {
+    func takePosts(into pending: BlockBuffer, consumedWakeUp: Bool) {
         let took = locked {
             if consumedWakeUp, wake == .written || wake == .writtenForWakeUp { become(.idle) }
             return swapPosts()
         }
-        if took { queueTaken(into: &pending) }
+        if took { queueTaken(into: pending) }
     }
 
     /// Before sleeping: takes the posts, first reading the eventfd if it was written only to
     /// announce posts (see the type's notes). Read before the take, never after: a post landing in
     /// between either finds the wake-up still pending (and is taken here) or writes again.
-    func prepareToSleep(into pending: inout BlockBuffer) {
+    func prepareToSleep(into pending: BlockBuffer) {
         // One lock in the usual case (no wake-up pending): look at the state and take the posts.
         var took = false
         let postsOnly = locked {
             if wake != .written { took = swapPosts() }
             return wake == .written
         }
-        if took { queueTaken(into: &pending) }
+        if took { queueTaken(into: pending) }
         guard postsOnly else { return }
         _ = Platform.drainEventDescriptor(descriptor)
         var rewrite = false
@@ -179,26 +179,26 @@ final class Inbox: @unchecked Sendable {
             }
             return swapPosts()
         }
-        if took { queueTaken(into: &pending) }
+        if took { queueTaken(into: pending) }
         if rewrite { write() }
     }
 
     /// Under the lock: swaps the posts with the empty spare; false if nothing was posted.
     private func swapPosts() -> Bool {
         guard !blocks.isEmpty else { return false }
-        swap(&blocks, &spare)
+        blocks.exchange(with: spare)
         return true
     }
 
     /// Appends the posts just swapped into `spare` to `pending`, leaving an empty spare again.
-    private func queueTaken(into pending: inout BlockBuffer) {
+    private func queueTaken(into pending: BlockBuffer) {
         if pending.isEmpty {
-            swap(&pending, &spare)
+            pending.exchange(with: spare)
         } else {
             pending.append(movingFrom: spare)
         }
         // A burst grew it beyond what the loop keeps: its memory goes back.
-        if spare.capacity > BlockBuffer.retainedCapacity { spare = BlockBuffer() }
+        if spare.capacity > BlockBuffer.retainedCapacity { spare.releaseStorage() }
     }
 
     /// Marks the loop spinning, if nothing is posted and no wake-up is pending (a pending one has
@@ -235,9 +235,8 @@ final class Inbox: @unchecked Sendable {
 
     /// After `close()`: the posts never taken, for the teardown to release (or run, for jobs).
     func takeOrphans() -> BlockBuffer {
-        locked {
-            defer { blocks = BlockBuffer(capacity: 1) }
-            return blocks
-        }
+        let orphans = BlockBuffer()
+        locked { orphans.exchange(with: blocks) }
+        return orphans
     }
 }

@@ -85,7 +85,7 @@ extension Loop {
     /// Moves posted blocks to the pending ones. `consumedWakeUp`: the backend has read the
     /// eventfd, so the next post must write it again.
     func collectPosts(consumedWakeUp: Bool = false) {
-        inbox.takePosts(into: &onThread.pendingBlocks, consumedWakeUp: consumedWakeUp)
+        inbox.takePosts(into: onThread.pendingBlocks, consumedWakeUp: consumedWakeUp)
     }
 
     /// Runs the pending blocks that may run in `mode`, in posting order; the others keep waiting.
@@ -98,10 +98,10 @@ extension Loop {
         // Set aside before running: a nested run inside a block must see only what is still
         // pending, and must not reach the buffer being drained.
         // An empty buffer to run from: the one kept for that, or (in a nested run) a new one.
-        var runnable = onThread.runnableSpare.take() ?? BlockBuffer()
+        let runnable = onThread.runnableSpare.take() ?? BlockBuffer()
         if onThread.pendingBlocks.allSatisfy({ $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }) {
             // The usual case: everything pending may run.
-            swap(&runnable, &onThread.pendingBlocks)
+            runnable.exchange(with: onThread.pendingBlocks)
         } else {
             onThread.pendingBlocks.move(where: { $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }, to: runnable)
             if runnable.isEmpty {
@@ -117,7 +117,10 @@ extension Loop {
             // Moved out in place: a copy of the block would retain the closure's context.
             let body = blocks[slot].takeBody()
             let postedAt = blocks[slot].postedAt
-            (blocks.baseAddress! + slot).deinitialize(count: 1)
+            // Destroyed through `move()`, not `deinitialize(count:)`: the latter goes through the
+            // type's value witness (a generic array destroy), 7 % of a typical-closure post run
+            // in `perf`; what is left (a taken body, the modes) is released inline.
+            _ = (blocks.baseAddress! + slot).move()
             switch consume body {
             case .closure(let body):
                 if instruments == nil { body() } else { callOut(.block, postedAt: postedAt, body) }

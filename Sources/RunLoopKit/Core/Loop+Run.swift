@@ -136,7 +136,7 @@ extension Loop {
     /// Collects what other threads posted (reading away a wake-up written only to announce it),
     /// then says whether nothing keeps the loop from sleeping.
     private func readyToSleep(in mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
-        inbox.prepareToSleep(into: &onThread.pendingBlocks)
+        inbox.prepareToSleep(into: onThread.pendingBlocks)
         return !hasWorkBeforeSleeping(mode, frame, deadline)
     }
 

@@ -3,7 +3,7 @@ struct LoopThreadState {
     /// Created on the loop thread at the first run: every libevent call stays on this thread.
     var backend: (any EventBackend)?
     /// Blocks moved out of the inbox that wait for a mode that is not running.
-    var pendingBlocks = BlockBuffer()
+    let pendingBlocks = BlockBuffer()
     /// An empty block buffer for `runBlocks` to move a batch into and run it from; nil while a
     /// batch runs (a nested run then makes its own).
     var runnableSpare: BlockBuffer? = BlockBuffer()
