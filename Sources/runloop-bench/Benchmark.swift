@@ -154,7 +154,8 @@ extension BenchmarkSize {
 
     /// Sets the parameter `key` from `text`; false if the key is unknown or the value invalid.
     mutating func set(_ key: String, _ text: String) -> Bool {
-        if let path = Self.integers[key], let value = Int(text), value > 0 {
+        // Counts are positive, except the probe's, which 0 turns off.
+        if let path = Self.integers[key], let value = Int(text), value > 0 || (value == 0 && key == "coreRoundTrips") {
             self[keyPath: path] = value
             return true
         }

@@ -34,6 +34,9 @@ public final class Loop: @unchecked Sendable {
     let metricsRecorder = Locked<MetricsRecorder?>(nil)
     /// True for `Loop.main`, bound to the process's main thread.
     let isMainLoop: Bool
+    /// This loop's number among the loops of the process, never reused (an address may be).
+    let serial = Loop.serials.add(1, ordering: .relaxed).newValue
+    private static let serials = Atomic<UInt64>(0)
     /// Set by `end()`: mirrors `Inbox.closed` and `State.ended` for readers that take no lock.
     let endedFlag = Atomic<Bool>(false)
     /// Jobs enqueued after the loop ended, run by the enqueuing threads (see `Loop+Executor.swift`).
