@@ -1,12 +1,24 @@
 #!/usr/bin/env python3
-"""Checks that every ```swift block of the DocC articles is compiled and run by a test.
+"""Checks that the Swift code of the documentation is compiled and run by tests.
 
-Each block of Sources/RunLoopKit/RunLoopKit.docc/*.md must appear, line for line, in
-Tests/RunLoopKitTests/DocumentationTests.swift, which runs it and checks what the article says
-it does. Lines are compared without their indentation and with runs of spaces collapsed (so
-`swift format` may re-indent the test file); blank lines are ignored.
+Every ```swift block of these documents must appear, line for line, in the test file named for it
+(in Tests/RunLoopKitTests), which runs the block and checks what the text around it says it does:
 
-Usage: scripts/check-doc-snippets.py [catalog-dir] [test-file]
+- the DocC articles, Sources/RunLoopKit/RunLoopKit.docc/*.md: DocumentationTests.swift;
+- docs/Guide.md, chapter by chapter (a `## ` heading and its `###` sections): the file GUIDE names
+  for the chapter;
+- README.md: ReadmeTests.swift.
+
+Lines are compared without their indentation and with runs of spaces collapsed (so `swift format`
+may re-indent a test file and its end-of-line comments); blank lines are ignored. The `import`
+lines that open a block (a complete program) cannot stand inside a test's function: each must be
+one of the test file's own imports, and the rest of the block is looked for as above.
+
+A block that cannot run in a test is marked by the line `<!-- not run: why -->` just before its
+```swift line, and is then skipped. Such exceptions are kept few: the script names each one when
+it passes, and every other block of a checked document must be in its test file.
+
+Usage: scripts/check-doc-snippets.py
 """
 
 import pathlib
@@ -14,8 +26,14 @@ import re
 import sys
 
 root = pathlib.Path(__file__).resolve().parent.parent
-catalog = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else root / "Sources/RunLoopKit/RunLoopKit.docc"
-test_file = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 else root / "Tests/RunLoopKitTests/DocumentationTests.swift"
+tests = root / "Tests/RunLoopKitTests"
+
+# docs/Guide.md's chapters whose blocks are checked, and the test file of each.
+GUIDE = {
+    "Servers": "GuideServerTests.swift",
+}
+
+NOT_RUN = re.compile(r"^<!-- not run: .+ -->$")
 
 
 def normalized(lines):
@@ -27,27 +45,70 @@ def contains(haystack, needle):
     return any(haystack[i : i + width] == needle for i in range(len(haystack) - width + 1))
 
 
-tested = normalized(test_file.read_text().splitlines())
-blocks = 0
-missing = []
-for article in sorted(catalog.glob("*.md")):
-    lines = article.read_text().splitlines()
+def blocks(document):
+    """Yields (line number of the first line, chapter, lines, marked not run) for each ```swift block."""
+    lines = document.read_text().splitlines()
+    chapter = None
     index = 0
     while index < len(lines):
-        if lines[index].strip() == "```swift":
+        line = lines[index].strip()
+        if line.startswith("## "):
+            chapter = line[3:].strip()
+        elif line.startswith("```"):
             start = index + 1
             end = start
             while end < len(lines) and lines[end].strip() != "```":
                 end += 1
-            blocks += 1
-            if not contains(tested, normalized(lines[start:end])):
-                missing.append(f"{article.relative_to(root)}:{start}")
+            if line == "```swift":
+                marked = index > 0 and NOT_RUN.match(lines[index - 1].strip()) is not None
+                yield start + 1, chapter, lines[start:end], marked
             index = end
         index += 1
 
+
+def test_file_for(document, chapter):
+    if document.parent.name == "RunLoopKit.docc":
+        return "DocumentationTests.swift"
+    if document.name == "README.md":
+        return "ReadmeTests.swift"
+    return GUIDE.get(chapter)
+
+
+documents = sorted((root / "Sources/RunLoopKit/RunLoopKit.docc").glob("*.md"))
+documents += [root / "docs/Guide.md", root / "README.md"]
+test_lines = {}
+checked = 0
+missing = []
+skipped = []
+unchecked = {}
+for document in documents:
+    for number, chapter, lines, marked in blocks(document):
+        place = f"{document.relative_to(root)}:{number}"
+        if marked:
+            skipped.append(place)
+            continue
+        name = test_file_for(document, chapter)
+        if name is None:
+            unchecked.setdefault(f"{document.relative_to(root)}, \"{chapter}\"", []).append(place)
+            continue
+        if name not in test_lines:
+            test_lines[name] = normalized((tests / name).read_text().splitlines())
+        tested = test_lines[name]
+        body = normalized(lines)
+        imports = []
+        while body and body[0].startswith("import "):
+            imports.append(body.pop(0))
+        checked += 1
+        if not all(line in tested for line in imports) or not contains(tested, body):
+            missing.append(f"{place} (in {name})")
+
 if missing:
-    print(f"check-doc-snippets: {len(missing)} of {blocks} Swift blocks are not in {test_file.relative_to(root)}:")
+    print(f"check-doc-snippets: {len(missing)} of {checked} Swift blocks are not in their test files:")
     for entry in missing:
         print("  " + entry)
     sys.exit(1)
-print(f"check-doc-snippets: all {blocks} Swift blocks of the articles are run by {test_file.name}")
+print(f"check-doc-snippets: all {checked} Swift blocks checked are run by their test files")
+for place in skipped:
+    print(f"  not run (marked): {place}")
+for chapter, places in unchecked.items():
+    print(f"  not checked: {chapter}, {len(places)} blocks")

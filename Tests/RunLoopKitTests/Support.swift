@@ -223,3 +223,10 @@ func threadCPUTime() -> Duration {
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
     return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
 }
+
+/// Whether a TCP connection to `address` is refused at once (nothing listens there).
+func refusesConnections(_ address: SocketAddress) -> Bool {
+    let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(probe) }
+    return address.withSockaddr { connect(probe, $0, $1) } != 0 && errno == ECONNREFUSED
+}
