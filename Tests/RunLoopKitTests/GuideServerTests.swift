@@ -38,28 +38,33 @@ private func echoServer() throws -> (server: LoopThread, port: Int) {
     return (server, listener.localAddress.port!)
 }
 
-/// The client, for the server listening on `port` of 127.0.0.1.
+/// The client, run against the server listening on `port` of 127.0.0.1.
 private func echoClient(port: Int) async throws {
-    let client = LoopThread(name: "client")
-    let address = try SocketAddress(ipv4: "127.0.0.1", port: port)  // the port the server printed
-    do {
-        let connection = try await LoopConnection.connect(
-            to: address, on: client.loop, timeout: .seconds(5))
-        for word in ["one", "two", "three"] {
-            try await connection.write(Array("\(word)\n".utf8))  // waits below the high watermark
+    /// Sends three lines to the echo server on `port` of 127.0.0.1 and prints the answers.
+    func runClient(port: Int) async throws {
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let address = try SocketAddress(ipv4: "127.0.0.1", port: port)
+        do {
+            let connection = try await LoopConnection.connect(
+                to: address, on: client.loop, timeout: .seconds(5))
+            for word in ["one", "two", "three"] {
+                try await connection.write(Array("\(word)\n".utf8))  // waits below the high watermark
+            }
+            connection.shutdownOutput()  // FIN after the flush; reading goes on
+            var answer: [UInt8] = []
+            while true {
+                let bytes = try await connection.read(maxLength: 4096)
+                if bytes.isEmpty { break }  // the server closed its side
+                answer += bytes
+            }
+            print(String(decoding: answer, as: UTF8.self))
+        } catch let error as LoopError where error.systemError == ECONNREFUSED {
+            print("nobody listens on \(address)")
         }
-        connection.shutdownOutput()  // FIN after the flush; reading goes on
-        var answer: [UInt8] = []
-        while true {
-            let bytes = try await connection.read(maxLength: 4096)
-            if bytes.isEmpty { break }  // the server closed its side
-            answer += bytes
-        }
-        print(String(decoding: answer, as: UTF8.self))
-    } catch let error as LoopError where error.systemError == ECONNREFUSED {
-        print("nobody listens on \(address)")
     }
-    client.stop()
+
+    try await runClient(port: port)  // the port the server printed
 }
 
 /// Echoes what `connection` reads without buffering more than the high watermark.
