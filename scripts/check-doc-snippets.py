@@ -10,9 +10,14 @@ Every ```swift block of these documents must appear, line for line, in the test 
 - README.md: ReadmeTests.swift.
 
 Lines are compared without their indentation and with runs of spaces collapsed (so `swift format`
-may re-indent a test file and its end-of-line comments); blank lines are ignored. The `import`
-lines that open a block (a complete program) cannot stand inside a test's function: each must be
-one of the test file's own imports, and the rest of the block is looked for as above.
+may re-indent a test file and its end-of-line comments); blank lines are ignored. Two things a
+test file cannot hold verbatim are allowed for:
+
+- the `import` lines that open a block (a complete program) cannot stand inside a function: each
+  must be one of the test file's own imports;
+- a comment line starting with `// ...` stands for the reader's own code: the test may put its own
+  there, so the lines before it (the comment included) and the lines after it must each appear
+  line for line, in that order, with anything in between.
 
 A block that cannot run in a test is marked by the line `<!-- not run: why -->` just before its
 ```swift line, and is then skipped. Such exceptions are kept few: the script names each one when
@@ -30,6 +35,12 @@ tests = root / "Tests/RunLoopKitTests"
 
 # docs/Guide.md's chapters whose blocks are checked, and the test file of each.
 GUIDE = {
+    "What a loop is": "GuideLoopTests.swift",
+    "Running a loop": "GuideLoopTests.swift",
+    "Phases and observers": "GuideLoopTests.swift",
+    "Modes": "GuideLoopTests.swift",
+    "Stopping and waking a loop": "GuideLoopTests.swift",
+    "Nested runs": "GuideLoopTests.swift",
     "Servers": "GuideServerTests.swift",
 }
 
@@ -40,9 +51,34 @@ def normalized(lines):
     return [re.sub(r"\s+", " ", line.strip()) for line in lines if line.strip()]
 
 
-def contains(haystack, needle):
+def find(haystack, needle, start):
+    """The index of the first occurrence of `needle` in `haystack` at `start` or after, or -1."""
     width = len(needle)
-    return any(haystack[i : i + width] == needle for i in range(len(haystack) - width + 1))
+    for index in range(start, len(haystack) - width + 1):
+        if haystack[index : index + width] == needle:
+            return index
+    return -1
+
+
+def pieces(body):
+    """`body` cut after each `// ...` line (code left out): the test puts its own code there."""
+    cut = [[]]
+    for line in body:
+        cut[-1].append(line)
+        if line.startswith("// ..."):
+            cut.append([])
+    return [piece for piece in cut if piece]
+
+
+def runs(tested, body):
+    """Whether `body`'s pieces are in `tested`, each line for line, in order."""
+    position = 0
+    for piece in pieces(body):
+        found = find(tested, piece, position)
+        if found < 0:
+            return False
+        position = found + len(piece)
+    return True
 
 
 def blocks(document):
@@ -99,7 +135,7 @@ for document in documents:
         while body and body[0].startswith("import "):
             imports.append(body.pop(0))
         checked += 1
-        if not all(line in tested for line in imports) or not contains(tested, body):
+        if not all(line in tested for line in imports) or not runs(tested, body):
             missing.append(f"{place} (in {name})")
 
 if missing:

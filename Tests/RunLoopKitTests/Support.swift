@@ -230,3 +230,17 @@ func refusesConnections(_ address: SocketAddress) -> Bool {
     defer { close(probe) }
     return address.withSockaddr { connect(probe, $0, $1) } != 0 && errno == ECONNREFUSED
 }
+
+/// Runs `body` on a new thread once `condition` holds (polling, up to 10 s; then `body` runs
+/// anyway, so that a test fails instead of hanging): to act on a loop from outside once it has
+/// reached a point, such as stopping it after a callout.
+func once(_ condition: @escaping @Sendable () -> Bool, then body: @escaping @Sendable () -> Void) {
+    let thread = Thread {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() && ContinuousClock.now < deadline {
+            usleep(1_000)
+        }
+        body()
+    }
+    thread.start()
+}
