@@ -41,6 +41,9 @@ GUIDE = {
     "Modes": "GuideLoopTests.swift",
     "Stopping and waking a loop": "GuideLoopTests.swift",
     "Nested runs": "GuideLoopTests.swift",
+    "Timers": "GuideTimerTests.swift",
+    "Missed-fire policies": "GuideTimerTests.swift",
+    "Frame links": "GuideTimerTests.swift",
     "Servers": "GuideServerTests.swift",
 }
 
