@@ -44,6 +44,13 @@ GUIDE = {
     "Timers": "GuideTimerTests.swift",
     "Missed-fire policies": "GuideTimerTests.swift",
     "Frame links": "GuideTimerTests.swift",
+    "Custom sources": "GuideSourceTests.swift",
+    "Blocks from any thread": "GuideSourceTests.swift",
+    "Background threads": "GuideSourceTests.swift",
+    "Descriptors and sockets": "GuideSourceTests.swift",
+    "Message ports": "GuideSourceTests.swift",
+    "Signals": "GuideSourceTests.swift",
+    "Loop groups for servers": "GuideSourceTests.swift",
     "Servers": "GuideServerTests.swift",
 }
 

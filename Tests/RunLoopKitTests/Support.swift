@@ -244,3 +244,15 @@ func once(_ condition: @escaping @Sendable () -> Bool, then body: @escaping @Sen
     }
     thread.start()
 }
+
+/// A stand-in for "your own thread-safe queue" of the documentation's custom sources.
+final class Inbox: Sendable {
+    private let messages = Locked<[String]>([])
+    func push(_ message: String) { messages.withLock { $0.append(message) } }
+    func drain() -> [String] {
+        messages.withLock { queue in
+            defer { queue = [] }
+            return queue
+        }
+    }
+}
