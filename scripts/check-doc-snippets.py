@@ -51,6 +51,7 @@ GUIDE = {
     "Message ports": "GuideSourceTests.swift",
     "Signals": "GuideSourceTests.swift",
     "Loop groups for servers": "GuideSourceTests.swift",
+    "Work off the loop": "GuideWorkTests.swift",
     "Servers": "GuideServerTests.swift",
 }
 
