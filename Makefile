@@ -123,10 +123,11 @@ soak: deps
 
 # The DocC site. Symbol graphs come from the debug build's modules (swift symbolgraph-extract: no
 # second build with other flags); RunLoopKitMainExecutor's is checked for /// comments too. Every
-# ```swift block of the articles, of docs/Guide.md's chapters and of README.md must be in its test
-# file in Tests/RunLoopKitTests (DocumentationTests.swift, Guide*Tests.swift, ReadmeTests.swift),
-# which compiles and runs it (scripts/check-doc-snippets.py). docc treats warnings (broken links)
-# as errors.
+# ```swift block of the articles, of docs/Guide.md's chapters and of README.md must be in the file
+# that compiles and runs it (scripts/check-doc-snippets.py): in Tests/RunLoopKitTests,
+# DocumentationTests.swift, one Guide*Tests.swift per concept and ReadmeTests.swift, plus
+# runloop-mainqueue-probe for a main.swift of the Guide. docc treats warnings (broken links) as
+# errors.
 docs: deps python-deps
 	$(SWIFT) build --target RunLoopKitMainExecutor
 	rm -rf .build/symbol-graphs && mkdir -p .build/symbol-graphs/RunLoopKit .build/symbol-graphs/RunLoopKitMainExecutor
