@@ -94,9 +94,11 @@ private func deferringWork() {
     }
     Loop.current.add(flush, forMode: .common)
 
-    // Two handlers of one wake-up change three records; a later timer makes the loop sleep again.
-    Loop.current.add(LoopTimer(after: .milliseconds(5)) { _ in dirty.formUnion(["a", "b"]) }, forMode: .default)
-    Loop.current.add(LoopTimer(after: .milliseconds(5)) { _ in dirty.insert("c") }, forMode: .default)
+    // Two handlers of one wake-up (timers due at the same instant) change three records; a later
+    // timer makes the loop sleep again.
+    let due = ContinuousClock.now + .milliseconds(5)
+    Loop.current.add(LoopTimer(fireAt: due) { _ in dirty.formUnion(["a", "b"]) }, forMode: .default)
+    Loop.current.add(LoopTimer(fireAt: due) { _ in dirty.insert("c") }, forMode: .default)
     Loop.current.add(LoopTimer(after: .milliseconds(50)) { _ in }, forMode: .default)
     Loop.current.run(mode: .default, for: .seconds(1))
     flush.invalidate()
@@ -233,8 +235,8 @@ private func nestedRun() {
 @Suite(.serialized) struct GuideLoopTests {
     init() { printed.removeAll() }
 
-    @Test func runServesTheTimerUntilStop() {
-        onFreshThread {
+    @Test func runServesTheTimerUntilStop() async {
+        await awaitFreshThread {
             let loop = Loop.current
             once({ printed.count >= 1 }, then: { loop.stop() })
             whatALoopIs()
@@ -242,9 +244,9 @@ private func nestedRun() {
         #expect(printed.events == ["tick"])
     }
 
-    @Test func aRunSaysWhyItEnded() {
+    @Test func aRunSaysWhyItEnded() async {
         // Nothing in .default: finished at once, and the deadline loop does not run.
-        var elapsed = onFreshThread {
+        var elapsed = await awaitFreshThread {
             let start = ContinuousClock.now
             whyARunEnded()
             return ContinuousClock.now - start
@@ -254,7 +256,7 @@ private func nestedRun() {
 
         // A source that goes once performed: handled, then nothing left again.
         printed.removeAll()
-        onFreshThread {
+        await awaitFreshThread {
             var source: LoopSource?
             source = LoopSource { source?.invalidate() }
             source?.signal()
@@ -266,7 +268,7 @@ private func nestedRun() {
         // stop() from another thread; the source keeps .default alive, so the deadline loop runs
         // until the deadline.
         printed.removeAll()
-        elapsed = onFreshThread {
+        elapsed = await awaitFreshThread {
             let loop = Loop.current
             let keepAlive = LoopSource {}
             loop.add(keepAlive, forMode: .default)
@@ -280,8 +282,8 @@ private func nestedRun() {
         #expect(elapsed >= .seconds(1))
     }
 
-    @Test func theDebuggingObserverPrintsEveryPhase() {
-        onFreshThread { everyPhase() }
+    @Test func theDebuggingObserverPrintsEveryPhase() async {
+        await awaitFreshThread { everyPhase() }
         #expect(
             printed.events == [
                 "entry: the loop is starting",
@@ -293,30 +295,30 @@ private func nestedRun() {
             ])
     }
 
-    @Test func theProfilerReportsABusyLoop() {
-        onFreshThread { profilingHangs() }
+    @Test func theProfilerReportsABusyLoop() async {
+        await awaitFreshThread { profilingHangs() }
         #expect(printed.count == 1)
         #expect(printed.events.first?.hasPrefix("the loop was busy for ") == true)
         #expect(printed.events.first?.hasSuffix(": a hang?") == true)
     }
 
-    @Test func workDeferredToBeforeWaitingRunsOncePerWakeUp() {
-        onFreshThread { deferringWork() }
+    @Test func workDeferredToBeforeWaitingRunsOncePerWakeUp() async {
+        await awaitFreshThread { deferringWork() }
         #expect(printed.events == ["writing 3 changed records in one batch"])
     }
 
-    @Test func autosaveWaitsForAnIdleLoop() {
-        onFreshThread { autosaveOnIdle() }
+    @Test func autosaveWaitsForAnIdleLoop() async {
+        await awaitFreshThread { autosaveOnIdle() }
         #expect(printed.events == ["edit", "edit", "edit", "edit", "saving"])
     }
 
-    @Test func theExitObserverRunsWhenTheWorkerStops() {
-        cleanupOnExit()
+    @Test func theExitObserverRunsWhenTheWorkerStops() async {
+        await awaitFreshThread { cleanupOnExit() }
         #expect(printed.events == ["closing the database connection on the worker thread"])
     }
 
-    @Test func modesHoldTheirItems() {
-        let outcome = onFreshThread { modes() }
+    @Test func modesHoldTheirItems() async {
+        let outcome = await awaitFreshThread { modes() }
         #expect(outcome.whileFrozen.isEmpty)
         #expect(outcome.whileTracking.allSatisfy { $0 == "common-mode timer" })
         #expect((5...11).contains(outcome.whileTracking.count))
@@ -327,8 +329,8 @@ private func nestedRun() {
         #expect(!outcome.frozenStillInDefault)
     }
 
-    @Test func stopFromAnotherThreadEndsRun() {
-        let elapsed = onFreshThread {
+    @Test func stopFromAnotherThreadEndsRun() async {
+        let elapsed = await awaitFreshThread {
             let start = ContinuousClock.now
             stopFromAnotherThread()
             return ContinuousClock.now - start
@@ -338,8 +340,8 @@ private func nestedRun() {
         #expect((1...5).contains(printed.count))
     }
 
-    @Test func aNestedRunReturnsToTheOuterMode() {
-        onFreshThread { nestedRun() }
+    @Test func aNestedRunReturnsToTheOuterMode() async {
+        await awaitFreshThread { nestedRun() }
         #expect(printed.events == ["outer mode: default", "back in default"])
     }
 }

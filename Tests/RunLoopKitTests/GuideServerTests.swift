@@ -277,10 +277,10 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
         connection.close()
     }
 
-    @Test func drainingServesTheBusyConnectionsAlone() throws {
+    @Test func drainingServesTheBusyConnectionsAlone() async throws {
         let client = LoopThread(name: "drain-client")
         defer { client.stop() }
-        let outcome = try onFreshThread { Result { try drainScenario(client: client) } }.get()
+        let outcome = try await awaitFreshThread { Result { try drainScenario(client: client) } }.get()
         // The report was still queued when the drain began.
         #expect(outcome.busyOutputBeforeDrain > 0)
         // The idle connection's line waited: not served while the loop ran `draining`.

@@ -200,48 +200,48 @@ private func loopGroup() {
 @Suite(.serialized) struct GuideSourceTests {
     init() { printed.removeAll() }
 
-    @Test func aSignalledSourceDrainsTheInbox() {
-        #expect(onFreshThread { customSource() } == .handledSource)
+    @Test func aSignalledSourceDrainsTheInbox() async {
+        #expect(await awaitFreshThread { customSource() } == .handledSource)
         #expect(printed.events == [#"handling ["hello"]"#])
     }
 
-    @Test func blocksRunInOrderAndACancelledOneNever() {
-        let (cancelled, spinLimit) = blocksFromAnyThread()
+    @Test func blocksRunInOrderAndACancelledOneNever() async {
+        let (cancelled, spinLimit) = await awaitFreshThread { blocksFromAnyThread() }
         #expect(printed.events == ["runs on the worker thread", "runs only when the worker runs .default"])
         #expect(cancelled)
         #expect(spinLimit == .zero)
     }
 
-    @Test func aBackgroundThreadRunsBlocksAndTimers() {
-        backgroundThread()
+    @Test func aBackgroundThreadRunsBlocksAndTimers() async {
+        await awaitFreshThread { backgroundThread() }
         #expect(printed.events == ["on the background thread", "polling"])
     }
 
-    @Test func aSourceSaysWhenTheBackgroundJobIsDone() {
-        onFreshThread { waitingForABackgroundJob() }
+    @Test func aSourceSaysWhenTheBackgroundJobIsDone() async {
+        await awaitFreshThread { waitingForABackgroundJob() }
         #expect(printed.events == ["the job runs on the worker thread", "the job is done"])
     }
 
-    @Test func aDescriptorSourceServesASocket() throws {
-        let outcome = try onFreshThread { Result { try descriptorSource() } }.get()
+    @Test func aDescriptorSourceServesASocket() async throws {
+        let outcome = try await awaitFreshThread { Result { try descriptorSource() } }.get()
         #expect(outcome.response == Array("pong".utf8))
         #expect(outcome.lastRun == .finished)
         #expect(!outcome.sourceValid)
     }
 
-    @Test func aPortDeliversOnTheWorkerThread() {
-        messagePort()
+    @Test func aPortDeliversOnTheWorkerThread() async {
+        await awaitFreshThread { messagePort() }
         #expect(printed.events == ["handling reload on the loop thread"])
     }
 
-    @Test func sigtermStopsTheLoopAfterTheShutdownWork() {
-        #expect(onFreshThread { terminateSignal() } == .stopped)
+    @Test func sigtermStopsTheLoopAfterTheShutdownWork() async {
+        #expect(await awaitFreshThread { terminateSignal() } == .stopped)
         #expect(printed.events == ["stop accepting", "finish the responses in flight"])
     }
 
-    @Test func aGroupRunsABlockOnEachOfItsLoops() {
+    @Test func aGroupRunsABlockOnEachOfItsLoops() async {
         listening.removeAll()
-        loopGroup()
+        await awaitFreshThread { loopGroup() }
         #expect(listening.events == [true, true, true, true])
     }
 }

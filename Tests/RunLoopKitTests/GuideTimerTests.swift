@@ -108,7 +108,7 @@ private func delayedSampler() -> LoopTimer.MissedFirePolicy {
     // Busy elsewhere for 35 ms: the fires due at 10, 20 and 30 ms are missed.
     Loop.current.add(sampler, forMode: .default)
     usleep(35_000)
-    Loop.current.run(mode: .default, for: .milliseconds(40))
+    runLoop(Loop.current, in: .default) { samples.count >= 4 }
     sampler.invalidate()
     return sampler.missedFirePolicy
 }
@@ -131,8 +131,8 @@ private func frameLink(_ world: World) {
 @Suite(.serialized) struct GuideTimerTests {
     init() { printed.removeAll() }
 
-    @Test func oneShotRepeatingAndAlignedTimers() {
-        let outcome = onFreshThread { timers() }
+    @Test func oneShotRepeatingAndAlignedTimers() async {
+        let outcome = await awaitFreshThread { timers() }
         let first = outcome.firstSeconds
         #expect(first.filter { $0 == "two seconds later" }.count == 1)
         #expect(outcome.oncePassed)
@@ -146,33 +146,33 @@ private func frameLink(_ world: World) {
         #expect(outcome.tolerance == .milliseconds(50))
     }
 
-    @Test func toleranceLetsTwoTimersShareAWakeUp() {
-        let (elapsed, wakeUps) = onFreshThread { toleranceSharesAWakeUp() }
+    @Test func toleranceLetsTwoTimersShareAWakeUp() async {
+        let (elapsed, wakeUps) = await awaitFreshThread { toleranceSharesAWakeUp() }
         #expect(printed.events == ["a", "b"])
         #expect(elapsed >= .milliseconds(70))
         #expect(wakeUps == 1)
     }
 
-    @Test func aTimerInvalidatesItselfFromItsHandler() {
-        let (count, valid, result) = onFreshThread { invalidateFromTheHandler() }
+    @Test func aTimerInvalidatesItselfFromItsHandler() async {
+        let (count, valid, result) = await awaitFreshThread { invalidateFromTheHandler() }
         #expect(count == 3)
         #expect(!valid)
         #expect(result == .finished)
     }
 
-    @Test func theDelayPolicyKeepsTheSpacing() {
+    @Test func theDelayPolicyKeepsTheSpacing() async {
         samples.removeAll()
-        #expect(onFreshThread { delayedSampler() } == .delay)
+        #expect(await awaitFreshThread { delayedSampler() } == .delay)
         let times = samples.events
         // One callout for the missed fires, then one every 10 ms at the earliest (not a burst).
-        #expect((2...5).contains(times.count))
+        #expect(times.count >= 4)
         let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
         #expect(gaps.allSatisfy { $0 >= .milliseconds(9) })
     }
 
-    @Test func aFrameLinkPacesTheSimulation() {
+    @Test func aFrameLinkPacesTheSimulation() async {
         let world = World()
-        onFreshThread {
+        await awaitFreshThread {
             let loop = Loop.current
             once({ world.steps.count >= 12 }, then: { loop.stop() })
             frameLink(world)

@@ -78,8 +78,8 @@ private func tracer() -> (json: String, svg: String) {
 @Suite(.serialized) struct GuideVisibilityTests {
     init() { printed.removeAll() }
 
-    @Test func metricsCountTheCalloutsAndTheQueueDelay() {
-        let snapshot = metrics()
+    @Test func metricsCountTheCalloutsAndTheQueueDelay() async {
+        let snapshot = await awaitFreshThread { metrics() }
         let blocks = snapshot.callouts[.block] ?? 0
         #expect(blocks == 100 || blocks == 101)
         #expect(snapshot.callouts[.timer] == 1)
@@ -89,15 +89,15 @@ private func tracer() -> (json: String, svg: String) {
         #expect(printed.events.last?.hasPrefix("99% of posted blocks waited less than ") == true)
     }
 
-    @Test func theHangMonitorLogsAStall() {
-        onFreshThread { hangMonitor() }
+    @Test func theHangMonitorLogsAStall() async {
+        await awaitFreshThread { hangMonitor() }
         #expect(printed.count == 1)
         #expect(printed.events.first?.hasPrefix("hang: ") == true)
         #expect(printed.events.first?.contains("slowest callout: a timer") == true)
     }
 
-    @Test func aTracerDrawsOneLanePerLoop() {
-        let (json, svg) = onFreshThread { tracer() }
+    @Test func aTracerDrawsOneLanePerLoop() async {
+        let (json, svg) = await awaitFreshThread { tracer() }
         #expect(json.contains("\"timer\""))
         #expect(json.contains("\"block\""))
         #expect(json.contains("traced-worker"))

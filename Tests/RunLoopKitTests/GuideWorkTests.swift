@@ -150,8 +150,8 @@ private func supervisor() -> SupervisorOutcome {
 @Suite(.serialized) struct GuideWorkTests {
     init() { printed.removeAll() }
 
-    @Test func aPoolRunsTheWorkAndSaysWhenItIsSaturated() {
-        onFreshThread { workPool() }
+    @Test func aPoolRunsTheWorkAndSaysWhenItIsSaturated() async {
+        await awaitFreshThread { workPool() }
         #expect(printed.events.first == "rendering <index>")
         #expect(printed.events.dropFirst().first?.hasPrefix("disk pool saturated: 1 waiting, average delay ") == true)
         #expect(printed.count == 2)
@@ -184,8 +184,8 @@ private func supervisor() -> SupervisorOutcome {
         #expect(printed.events == ["apple", "pear"])
     }
 
-    @Test func theSupervisorRestartsACrashingChildThenGivesUp() {
-        let outcome = onFreshThread { supervisor() }
+    @Test func theSupervisorRestartsACrashingChildThenGivesUp() async {
+        let outcome = await awaitFreshThread { supervisor() }
         #expect(outcome.missingExecutable.count == 1)
         #expect(outcome.missingExecutable.first?.hasPrefix("cannot start /usr/local/bin/worker: ") == true)
         // Started once, restarted three times, then given up on.

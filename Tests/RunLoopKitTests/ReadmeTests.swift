@@ -44,8 +44,8 @@ private func example() {
 }
 
 @Suite struct ReadmeTests {
-    @Test func theExampleDoesWhatItsCommentsSay() {
-        onFreshThread {
+    @Test func theExampleDoesWhatItsCommentsSay() async {
+        await awaitFreshThread {
             // Marks the start of each run, to tell which run printed what.
             let loop = Loop.current
             let runs = LoopObserver(activities: .entry) { _, _ in print("run: \(loop.currentMode!.name)") }

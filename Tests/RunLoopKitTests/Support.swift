@@ -19,6 +19,15 @@ func onFreshThread<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
     return result.withLock { $0! }
 }
 
+/// `onFreshThread` for async tests: the calling task waits without holding one of Swift
+/// concurrency's few threads, which a test that runs a loop for seconds would otherwise keep from
+/// the other tests.
+func awaitFreshThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: body()) }.start()
+    }
+}
+
 /// A thread-safe log of events, for comparing sequences.
 final class Recorder<Event: Sendable>: Sendable {
     private let storage = Locked<[Event]>([])
