@@ -5,8 +5,9 @@ Every ```swift block of these documents must appear, line for line, in a file th
 checks what the text around it says it does:
 
 - the DocC articles, Sources/RunLoopKit/RunLoopKit.docc/*.md: DocumentationTests.swift;
-- docs/Guide.md, chapter by chapter (a `## ` heading with its `###` sections): the file GUIDE
-  names, one test file per concept; a chapter with Swift code and no entry there fails the check;
+- docs/Guide.md, chapter by chapter (a `## ` heading with its `###` sections): the files GUIDE
+  names, one test file per concept (and runloop-mainqueue-probe for the `main.swift` that needs
+  the process's main thread); a chapter with Swift code and no entry there fails the check;
 - README.md: ReadmeTests.swift.
 
 (Test files are in Tests/RunLoopKitTests.) Lines are compared without their indentation and with
