@@ -13,8 +13,9 @@
 #   make bench   build runloop-bench in release and run it (flags in BENCH_FLAGS,
 #                e.g. make bench BENCH_FLAGS="--quick --json bench.json")
 #   make docs    the DocC site of RunLoopKit in .build/docs (static; DOCS_BASE_PATH for a sub-path),
-#                failing on any public declaration without a /// comment or any article snippet
-#                that no test runs (catalog: Sources/RunLoopKit/RunLoopKit.docc)
+#                failing on any public declaration without a /// comment or any Swift snippet of
+#                the articles, docs/Guide.md or README.md that no test runs (catalog:
+#                Sources/RunLoopKit/RunLoopKit.docc)
 #   make docs-serve  make docs, then serve .build/docs on http://127.0.0.1:$(DOCS_PORT) (8000)
 #   make api-check  the public API of RunLoopKit and RunLoopKitMainExecutor against the baseline in
 #                api/ (swift package diagnose-api-breaking-changes): a removal or rename fails it
@@ -122,8 +123,10 @@ soak: deps
 
 # The DocC site. Symbol graphs come from the debug build's modules (swift symbolgraph-extract: no
 # second build with other flags); RunLoopKitMainExecutor's is checked for /// comments too. Every
-# ```swift block of the articles must be in Tests/RunLoopKitTests/DocumentationTests.swift, which
-# compiles and runs it (scripts/check-doc-snippets.py). docc treats warnings (broken links) as
+# ```swift block of the articles, of docs/Guide.md's chapters and of README.md must be in the file
+# that compiles and runs it (scripts/check-doc-snippets.py): in Tests/RunLoopKitTests,
+# DocumentationTests.swift, one Guide*Tests.swift per concept and ReadmeTests.swift, plus
+# runloop-mainqueue-probe for a main.swift of the Guide. docc treats warnings (broken links) as
 # errors.
 docs: deps python-deps
 	$(SWIFT) build --target RunLoopKitMainExecutor

@@ -13,18 +13,6 @@ private let printed = Recorder<String>()
 
 private func print(_ text: String) { printed.append(text) }
 
-/// A stand-in for "your own thread-safe queue" of the sources article.
-private final class Inbox: Sendable {
-    private let messages = Locked<[String]>([])
-    func push(_ message: String) { messages.withLock { $0.append(message) } }
-    func drain() -> [String] {
-        messages.withLock { queue in
-            defer { queue = [] }
-            return queue
-        }
-    }
-}
-
 /// A stand-in for a blocking call of the work-off-the-loop article.
 private func loadTemplate(named name: String) throws -> String { "<\(name)>" }
 

@@ -18,18 +18,6 @@ actor LoopBoundCounter {
     }
 }
 
-/// The global-actor pattern of docs/Guide.md: a global actor backed by a `LoopThread`.
-@globalActor
-actor NetworkActor {
-    static let thread = LoopThread(name: "network-actor")
-    static let shared = NetworkActor()
-    nonisolated var unownedExecutor: UnownedSerialExecutor { Self.thread.loop.asUnownedSerialExecutor() }
-}
-
-@NetworkActor func onNetworkActor() -> Bool {
-    NetworkActor.thread.loop.isCurrentThread
-}
-
 struct Boom: Error, Equatable {}
 
 @Suite struct ExecutorTests {
@@ -74,10 +62,6 @@ struct Boom: Error, Equatable {}
 
     nonisolated static func nonisolatedProbe(_ loop: Loop) async -> Bool {
         loop.isCurrentThread
-    }
-
-    @Test func globalActorBackedByALoopThread() async {
-        #expect(await onNetworkActor())
     }
 
     @Test func submitReturnsValuesAndErrors() async throws {

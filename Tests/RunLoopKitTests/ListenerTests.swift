@@ -68,12 +68,7 @@ import Testing
         // Its socket is closed: the port refuses connections. (Descriptor counts are left to the
         // load tests: other suites open descriptors meanwhile.)
         // Closed by the loop's thread once it applies the change: soon, not at once.
-        #expect(
-            await eventually {
-                let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                defer { close(probe) }
-                return address.withSockaddr { connect(probe, $0, $1) } != 0 && errno == ECONNREFUSED
-            })
+        #expect(await eventually { refusesConnections(address) })
     }
 
     /// A connection removed from every mode is released; one in a mode that is not running waits.

@@ -38,6 +38,13 @@ import Testing
         #expect(lines == ["main executor job on main loop: true mode: default", "main executor run returned"])
     }
 
+    /// The `main.swift` of docs/Guide.md's "The main dispatch queue on `Loop.main`".
+    @Test func theGuidesMainLoopRunsMainQueueBlocksAndMainActorTasks() throws {
+        let (lines, status) = try Self.probeOutput(["--guide"])
+        #expect(status == 0)
+        #expect(lines == ["on the main loop", "main actor, on the main loop"])
+    }
+
     @Test func mainLoopDrainsTheMainQueueInCommonModesOnly() throws {
         let (lines, status) = try Self.probeOutput()
         #expect(status == 0)

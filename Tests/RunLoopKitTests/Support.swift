@@ -19,6 +19,15 @@ func onFreshThread<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
     return result.withLock { $0! }
 }
 
+/// `onFreshThread` for async tests: the calling task waits without holding one of Swift
+/// concurrency's few threads, which a test that runs a loop for seconds would otherwise keep from
+/// the other tests.
+func awaitFreshThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: body()) }.start()
+    }
+}
+
 /// A thread-safe log of events, for comparing sequences.
 final class Recorder<Event: Sendable>: Sendable {
     private let storage = Locked<[Event]>([])
@@ -222,4 +231,37 @@ func threadCPUTime() -> Duration {
     var time = timespec()
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
     return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
+}
+
+/// Whether a TCP connection to `address` is refused at once (nothing listens there).
+func refusesConnections(_ address: SocketAddress) -> Bool {
+    let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(probe) }
+    return address.withSockaddr { connect(probe, $0, $1) } != 0 && errno == ECONNREFUSED
+}
+
+/// Runs `body` on a new thread once `condition` holds (polling, up to 10 s; then `body` runs
+/// anyway, so that a test fails instead of hanging): to act on a loop from outside once it has
+/// reached a point, such as stopping it after a callout.
+func once(_ condition: @escaping @Sendable () -> Bool, then body: @escaping @Sendable () -> Void) {
+    let thread = Thread {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() && ContinuousClock.now < deadline {
+            usleep(1_000)
+        }
+        body()
+    }
+    thread.start()
+}
+
+/// A stand-in for "your own thread-safe queue" of the documentation's custom sources.
+final class Inbox: Sendable {
+    private let messages = Locked<[String]>([])
+    func push(_ message: String) { messages.withLock { $0.append(message) } }
+    func drain() -> [String] {
+        messages.withLock { queue in
+            defer { queue = [] }
+            return queue
+        }
+    }
 }

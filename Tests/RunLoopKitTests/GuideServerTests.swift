@@ -1,0 +1,294 @@
+import Glibc
+import RunLoopKit
+import Testing
+
+// The code of docs/Guide.md's "Servers" chapter, run. Every ```swift block of the chapter appears
+// here verbatim (indentation aside), each in a function of its own; scripts/check-doc-snippets.py,
+// run by `make docs`, fails when the chapter's code is missing here.
+
+/// What the snippets print, in order: they call this file's `print`.
+private let printed = Recorder<String>()
+
+private func print(_ text: String) { printed.append(text) }
+
+/// The line-echo server; returns its thread and the port its listener got.
+private func echoServer() throws -> (server: LoopThread, port: Int) {
+    let server = LoopThread(name: "echo")
+    let address = try SocketAddress(ipv4: "127.0.0.1", port: 0)  // 0: any free port
+    let listener = try LoopListener(address: address) { connection in
+        // On the server loop's thread, in the listener's modes.
+        connection.idleTimeout = .seconds(30)
+        connection.onRead { connection, buffer in
+            while let line = buffer.readLine() {
+                connection.write(line + [0x0A])
+            }
+            // A peer that sends without a newline stalls at `inputLimit` (1 MiB by default).
+        }
+        connection.onEvent { connection, event in
+            switch event {
+            case .readClosed: break  // the peer's FIN: flushed and closed next
+            case .closed(let error?): print("\(connection.remoteAddress): \(error)")
+            case .closed(nil), .writable: break
+            }
+        }
+    }
+    server.loop.add(listener, forMode: .common)
+    print("listening on \(listener.localAddress)")  // the port the system picked
+    // The loop holds the listener and its connections: no reference needs to be kept.
+    return (server, listener.localAddress.port!)
+}
+
+/// The client, run against the server listening on `port` of 127.0.0.1.
+private func echoClient(port: Int) async throws {
+    /// Sends three lines to the echo server on `port` of 127.0.0.1 and prints the answers.
+    func runClient(port: Int) async throws {
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let address = try SocketAddress(ipv4: "127.0.0.1", port: port)
+        do {
+            let connection = try await LoopConnection.connect(
+                to: address, on: client.loop, timeout: .seconds(5))
+            for word in ["one", "two", "three"] {
+                try await connection.write(Array("\(word)\n".utf8))  // waits below the high watermark
+            }
+            connection.shutdownOutput()  // FIN after the flush; reading goes on
+            var answer: [UInt8] = []
+            while true {
+                let bytes = try await connection.read(maxLength: 4096)
+                if bytes.isEmpty { break }  // the server closed its side
+                answer += bytes
+            }
+            print(String(decoding: answer, as: UTF8.self))
+        } catch let error as LoopError where error.systemError == ECONNREFUSED {
+            print("nobody listens on \(address)")
+        }
+    }
+
+    try await runClient(port: port)  // the port the server printed
+}
+
+/// Echoes what `connection` reads without buffering more than the high watermark.
+private func echoWithBackpressure(_ connection: LoopConnection) {
+    connection.onRead { connection, buffer in
+        connection.write(&buffer)  // moves the blocks
+        if !connection.isWritable { connection.isReadingPaused = true }
+    }
+    connection.onEvent { connection, event in
+        if event == .writable { connection.isReadingPaused = false }
+    }
+}
+
+/// Stops `listener` and serves `busyConnections` alone, in a mode of their own, until they have
+/// closed; `loop` is the calling thread's.
+private func drain(_ listener: LoopListener, busyConnections: [LoopConnection], on loop: Loop) {
+    let draining: Loop.Mode = "draining"
+    listener.invalidate()  // stop accepting; the socket is closed
+    for connection in busyConnections {  // the ones with a response in flight
+        loop.add(connection, forMode: draining)
+        connection.close()  // after the flush
+    }
+    while busyConnections.contains(where: { loop.contains($0, inMode: draining) }) {
+        loop.run(mode: draining, for: .milliseconds(100))
+    }
+}
+
+// MARK: Tests
+
+/// The bytes the backpressure test sends, over and over.
+private let pattern = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 % 251) }
+
+/// Whether `bytes`, found at `offset` of a stream of `pattern`s, are the pattern's bytes there.
+private func matchesPattern(_ bytes: [UInt8], at offset: Int) -> Bool {
+    var checked = 0
+    while checked < bytes.count {
+        let start = (offset + checked) % pattern.count
+        let length = min(pattern.count - start, bytes.count - checked)
+        guard bytes[checked..<checked + length] == pattern[start..<start + length] else { return false }
+        checked += length
+    }
+    return true
+}
+
+/// What the draining test saw on the server's thread.
+private struct DrainOutcome: Sendable {
+    var busyOutputBeforeDrain = 0
+    var requestsAfterDrain: [String] = []
+    var drainingAfterwards: Loop.RunResult?
+    var listenerRefuses = false
+    var idleStillInCommon = false
+    var busyClientGotEverything = false
+    var idleServedAfterwards = false
+}
+
+/// A server on the calling thread's loop with two clients on `client`: one asks for a large
+/// report, which is still queued when the server drains; the other is idle and sends a line just
+/// before the drain.
+private func drainScenario(client: LoopThread) throws -> DrainOutcome {
+    let loop = Loop.current
+    let report = [UInt8](repeating: 0x2A, count: 16 << 20)
+    let requests = Recorder<String>()
+    var accepted: [LoopConnection] = []
+    var busyConnections: [LoopConnection] = []
+    let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
+        accepted.append(connection)
+        connection.onRead { connection, buffer in
+            while let line = buffer.readLine() {
+                let request = String(decoding: line, as: UTF8.self)
+                requests.append(request)
+                if request == "report" {
+                    busyConnections.append(connection)
+                    connection.write(report)
+                } else {
+                    connection.write(line + [0x0A])
+                }
+            }
+        }
+    }
+    loop.add(listener, forMode: .common)
+
+    let clients = Recorder<LoopConnection>()
+    for _ in 0..<2 {
+        LoopConnection.connect(to: listener.localAddress, on: client.loop) { result in
+            if case .success(let connection) = result { clients.append(connection) }
+        }
+    }
+    guard waitUntil({ clients.count == 2 }) else { return DrainOutcome() }
+    let (busyClient, idleClient) = (clients.events[0], clients.events[1])
+    // The busy client does not read yet: most of the report stays queued on the server.
+    busyClient.write(Array("report\n".utf8))
+    runLoop(loop, in: .default) { accepted.count == 2 && requests.count == 1 }
+
+    // The idle client's line reaches the server's socket (a write on the loop's thread goes to
+    // the socket at once), but the server does not run meanwhile.
+    let pinged = Locked(false)
+    let echoed = Locked<[UInt8]>([])
+    idleClient.onRead { _, buffer in echoed.withLock { $0 += buffer.read(maxLength: buffer.count) } }
+    client.loop.perform {
+        idleClient.write(Array("ping\n".utf8))
+        pinged.withLock { $0 = true }
+    }
+    _ = waitUntil { pinged.withLock { $0 } }
+
+    var outcome = DrainOutcome()
+    outcome.busyOutputBeforeDrain = busyConnections.first?.outputBufferedBytes ?? 0
+    let received = Locked(0)
+    let busyClientClosed = Locked(false)
+    busyClient.onRead { _, buffer in
+        received.withLock { $0 += buffer.count }
+        buffer.consume(buffer.count)
+    }
+    busyClient.onEvent { _, event in
+        if case .closed(nil) = event { busyClientClosed.withLock { $0 = true } }
+    }
+    drain(listener, busyConnections: busyConnections, on: loop)
+    outcome.requestsAfterDrain = requests.events
+    outcome.drainingAfterwards = loop.run(mode: "draining", for: .zero)
+    outcome.listenerRefuses = waitUntil { refusesConnections(listener.localAddress) }
+    let idleServer = accepted.first { $0 !== busyConnections.first }
+    outcome.idleStillInCommon = idleServer.map { loop.contains($0, inMode: .common) } ?? false
+    outcome.busyClientGotEverything = waitUntil {
+        received.withLock { $0 } == report.count && busyClientClosed.withLock { $0 }
+    }
+    outcome.idleServedAfterwards = runLoop(loop, in: .default) { echoed.withLock { $0 } == Array("ping\n".utf8) }
+    idleClient.close()
+    if let idleServer { runLoop(loop, in: .default) { !loop.contains(idleServer, inMode: .common) } }
+    return outcome
+}
+
+/// The chapter's code does what the chapter says. Serialized: the snippets share `printed`.
+@Suite(.serialized) struct GuideServerTests {
+    init() { printed.removeAll() }
+
+    @Test func theEchoServerAnswersTheClient() async throws {
+        let (server, port) = try echoServer()
+        defer { server.stop() }
+        try await echoClient(port: port)
+        // The server closed after the client's FIN without an error: nothing else printed.
+        #expect(printed.events == ["listening on 127.0.0.1:\(port)", "one\ntwo\nthree\n"])
+    }
+
+    @Test func theEchoServerPrintsAReset() async throws {
+        let (server, port) = try echoServer()
+        defer { server.stop() }
+        let client = LoopThread(name: "resetting-client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(
+            to: SocketAddress(ipv4: "127.0.0.1", port: port), on: client.loop)
+        try await connection.write(Array("one\n".utf8))
+        var answer: [UInt8] = []
+        while answer.count < 4 { answer += try await connection.read(maxLength: 4 - answer.count) }
+        #expect(answer == Array("one\n".utf8))
+        connection.abort()
+        #expect(await eventually { printed.count == 2 })
+        #expect(printed.events.last?.hasPrefix("\(connection.localAddress): ") == true)
+    }
+
+    @Test func theClientSaysWhenNobodyListens() async throws {
+        // A port that was free a moment ago: bound, then closed.
+        let probe = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { _ in }
+        let port = probe.localAddress.port!
+        probe.invalidate()
+        try await echoClient(port: port)
+        #expect(printed.events == ["nobody listens on 127.0.0.1:\(port)"])
+    }
+
+    @Test func backpressurePausesReadingUntilTheOutputDrains() async throws {
+        let accepted = Locked<LoopConnection?>(nil)
+        let server = try EchoServer { connection in
+            accepted.withLock { $0 = connection }
+            echoWithBackpressure(connection)
+        }
+        defer { server.stop() }
+        let client = LoopThread(name: "backpressure-client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        func serverPaused() -> Bool { accepted.withLock { $0?.isReadingPaused ?? false } }
+
+        // The client writes and does not read: the echo backs up into the server's output queue
+        // until the server pauses its reading.
+        var sent = 0
+        while !serverPaused() && sent < 256 << 20 {
+            try await client.loop.submit {
+                var buffer = LoopBuffer(pattern)
+                connection.write(&buffer)
+            }
+            sent += pattern.count
+            _ = await eventually { connection.outputBufferedBytes < pattern.count || serverPaused() }
+        }
+        #expect(serverPaused())
+        // Bounded by the high watermark plus what one read brought in, not by what was sent.
+        let queued = accepted.withLock { $0?.outputBufferedBytes ?? 0 }
+        #expect(queued < LoopConnection.defaultWriteWatermarks.high + 2 * LoopConnection.defaultInputLimit)
+
+        // The client reads: the server's queue drains, it reports .writable, reading resumes and
+        // every byte comes back in order.
+        let received = Locked(0)
+        let intact = Locked(true)
+        connection.onRead { _, buffer in
+            let bytes = buffer.read(maxLength: buffer.count)
+            received.withLock { count in
+                if !matchesPattern(bytes, at: count) { intact.withLock { $0 = false } }
+                count += bytes.count
+            }
+        }
+        #expect(await eventually(within: .seconds(60)) { received.withLock { $0 } == sent })
+        #expect(intact.withLock { $0 })
+        #expect(await eventually { !serverPaused() })
+        connection.close()
+    }
+
+    @Test func drainingServesTheBusyConnectionsAlone() async throws {
+        let client = LoopThread(name: "drain-client")
+        defer { client.stop() }
+        let outcome = try await awaitFreshThread { Result { try drainScenario(client: client) } }.get()
+        // The report was still queued when the drain began.
+        #expect(outcome.busyOutputBeforeDrain > 0)
+        // The idle connection's line waited: not served while the loop ran `draining`.
+        #expect(outcome.requestsAfterDrain == ["report"])
+        #expect(outcome.drainingAfterwards == .finished)
+        #expect(outcome.listenerRefuses)
+        #expect(outcome.idleStillInCommon)
+        #expect(outcome.busyClientGotEverything)
+        #expect(outcome.idleServedAfterwards)
+    }
+}
