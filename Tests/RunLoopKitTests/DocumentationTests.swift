@@ -524,7 +524,9 @@ private func ownInstrument() {
         #expect(elapsed >= .milliseconds(70))
 
         let samples = onFreshThread { burst() }
-        #expect(samples >= 5 && samples <= 6)
+        // Five missed fires, and one more for each 20 ms a loaded machine adds to the sleep; a
+        // policy other than burst would call out once or twice.
+        #expect(samples >= 5 && samples <= 10)
 
         printed.removeAll()
         #expect(scheduleAndCancel())

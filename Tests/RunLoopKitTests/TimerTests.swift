@@ -75,7 +75,7 @@ import Testing
         }
         #expect(lateness.count == 20)
         #expect(lateness.allSatisfy { $0 >= .zero })
-        #expect(lateness.allSatisfy { $0 < tolerance + .milliseconds(50) })
+        #expect(lateness.allSatisfy { $0 < tolerance + .milliseconds(250) })
     }
 
     /// Never early, and prompt on an idle loop. Precision itself is measured by `runloop-bench`
