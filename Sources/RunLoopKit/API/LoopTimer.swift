@@ -26,24 +26,37 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
-        var fireDate: ContinuousClock.Instant
+        /// The fire date as an offset from `TickClock.origin`: `Duration` has a fixed layout and
+        /// `ContinuousClock.Instant` does not (it is resilient), and a resilient field made every
+        /// access to the state a witness-table call.
+        var fireOffset: Duration
         var tolerance: Duration
-        var missedFirePolicy: MissedFirePolicy = .keepPhase
-        /// Bumped whenever the schedule changes; heap entries of older generations are stale.
-        var generation: UInt64 = 0
-        var isValid = true
-        var handler: ((LoopTimer) -> Void)?
-        weak var loop: Loop?
-        /// `fireDate` and `fireDate + tolerance` in ticks, kept in step with them: a loop reads them
-        /// for every heap entry it pushes, and the conversion is 128-bit arithmetic.
+        /// `fireOffset` and `fireOffset + tolerance` in ticks, kept in step with them: a loop reads
+        /// them for every heap entry it pushes, and the conversion is 128-bit arithmetic.
         var fireTicks: Ticks = 0
         var latestTicks: Ticks = 0
+        /// Bumped whenever the schedule changes; heap entries of older generations are stale.
+        var generation: UInt64 = 0
+        var handler: ((LoopTimer) -> Void)?
+        var link: LoopLink?
+        var missedFirePolicy: MissedFirePolicy = .keepPhase
+        var isValid = true
+
+        var fireDate: ContinuousClock.Instant {
+            get { TickClock.origin + fireOffset }
+            set { fireOffset = newValue - TickClock.origin }
+        }
 
         mutating func updateTicks() {
-            fireTicks = TickClock.ticks(fireDate)
-            latestTicks = tolerance == .zero ? fireTicks : TickClock.ticks(fireDate.advanced(bySaturating: tolerance))
+            fireTicks = TickClock.ticks(offset: fireOffset)
+            latestTicks =
+                tolerance == LoopTimer.noTolerance
+                ? fireTicks : TickClock.ticks(offset: fireOffset + tolerance.saturated)
         }
     }
+
+    /// `Duration.zero`, which is not inlined: read for every timer created.
+    static let noTolerance = Duration.zero
 
     /// What a loop needs to place the timer in its heaps.
     struct Schedule {
@@ -78,7 +91,8 @@ public final class LoopTimer: @unchecked Sendable {
     ) {
         self.interval = interval.flatMap { $0 > .zero ? $0 : nil }
         var state = State(
-            fireDate: fireAt, tolerance: max(tolerance, .zero), missedFirePolicy: missedFirePolicy, handler: handler)
+            fireOffset: fireAt - TickClock.origin, tolerance: max(tolerance, LoopTimer.noTolerance), handler: handler,
+            missedFirePolicy: missedFirePolicy)
         state.updateTicks()
         self.guardedState = state
     }
@@ -168,15 +182,15 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     private func reschedule(_ change: (inout State) -> Void) {
-        let loop: Loop? = withState { state in
-            guard state.isValid else { return nil }
+        let loop: BoundLoop = withState { state in
+            guard state.isValid else { return .none }
             change(&state)
             state.updateTicks()
             state.generation &+= 1
             liveGeneration.store(state.generation, ordering: .releasing)
-            return state.loop
+            return state.boundLoop
         }
-        loop?.timerDidReschedule(self)
+        loop.use { $0.timerDidReschedule(self) }
     }
 
     /// Claims the entry of `generation` for firing: returns the handler, and a new generation that
@@ -238,10 +252,17 @@ public final class LoopTimer: @unchecked Sendable {
 extension ContinuousClock.Instant {
     /// `self + duration`, clamped about 290 years out instead of overflowing.
     func advanced(bySaturating duration: Duration) -> ContinuousClock.Instant {
-        let limit = ContinuousClock.Instant.saturationLimit
-        if duration > limit { return self + limit }
-        if duration < .zero - limit { return self - limit }
-        return self + duration
+        self + duration.saturated
+    }
+}
+
+extension Duration {
+    /// The duration clamped to about ±290 years, so that adding it to an instant cannot overflow.
+    var saturated: Duration {
+        let limit = Duration.saturationLimit
+        if self > limit { return limit }
+        if self < .zero - limit { return .zero - limit }
+        return self
     }
 
     /// About 292 years: computed once (building it is 128-bit arithmetic).

@@ -40,7 +40,8 @@ extension Loop {
             defer { state.garbage.removeAll() }
             return (item.updateKeeper(), state.garbage)
         }
-        removals.add(1, ordering: .releasing)
+        // Only descriptor sources' removals matter to a batch of ready descriptors.
+        if item is LoopDescriptorSource { removals.add(1, ordering: .releasing) }
         wakeUpIfForeign()
         withExtendedLifetime(released) {}
     }

@@ -7,6 +7,12 @@ struct ModeList: Sequence {
 
     var isEmpty: Bool { first == nil }
 
+    /// Whether `mode` is the first of the list (the oldest).
+    func startsWith(_ mode: Loop.Mode) -> Bool { first == mode }
+
+    /// The mode, if the list holds exactly one.
+    var single: Loop.Mode? { second == nil ? first : nil }
+
     func contains(_ mode: Loop.Mode) -> Bool {
         first == mode || second == mode || (!others.isEmpty && others.contains(mode))
     }
@@ -64,6 +70,9 @@ struct Membership {
     /// Set for items that serve a public object of their own (a signal source's descriptor source,
     /// a frame link's timer): keeps that object alive while the item is in a mode.
     var keeper: ItemKeeper?
+    /// A timer's tracked heap entry (see `TickHeap`), in the exact heap of its first mode: its
+    /// index, or -1.
+    var trackedEntry = -1
 
     var isEmpty: Bool { modes.isEmpty && !isCommon }
 
@@ -71,6 +80,7 @@ struct Membership {
     mutating func leaveEveryMode() {
         modes = ModeList()
         isCommon = false
+        trackedEntry = -1
     }
 }
 

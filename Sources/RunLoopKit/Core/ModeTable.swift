@@ -10,19 +10,21 @@ import Synchronization
 
 /// Records `loop` as an item's owner: an item belongs to one loop for its whole life, and adding
 /// it to a second one is a programmer error.
-func bindOwner(_ owner: inout Loop?, to loop: Loop, kind: String) {
+/// (`Owner` is the loop itself, or its `LoopLink`.)
+func bindOwner<Owner: AnyObject>(_ owner: inout Owner?, to loop: Owner, kind: String) {
     if let current = owner {
         precondition(
             current === loop,
             "RunLoopKit: a \(kind) belongs to one loop; it was added to a second loop. Create another one for that loop"
         )
+        return
     }
     owner = loop
 }
 
 /// Forgets `loop` as an item's owner after an add that the ended loop refused, so that the item
 /// can be added to another loop.
-func unbindOwner(_ owner: inout Loop?, from loop: Loop) {
+func unbindOwner<Owner: AnyObject>(_ owner: inout Owner?, from loop: Owner) {
     if owner === loop { owner = nil }
 }
 
@@ -31,7 +33,9 @@ func unbindOwner(_ owner: inout Loop?, from loop: Loop) {
 final class TableVersion: Sendable {
     private let value = Atomic<UInt64>(1)
 
-    func bump() { value.add(1, ordering: .releasing) }
+    /// Only under the loop's `state` lock, so writers never race: a load and a store, not a locked
+    /// read-modify-write (every timer added or removed bumps it).
+    func bump() { value.store(value.load(ordering: .relaxed) &+ 1, ordering: .releasing) }
 
     var current: UInt64 { value.load(ordering: .acquiring) }
 }
@@ -47,7 +51,11 @@ final class RunFrame: Sendable {
 struct ModeTable {
     /// Bumped by every change to what follows; read without the lock (see `ModeView`).
     let version: TableVersion
-    var modes: [Loop.Mode: ModeItems] = [:]
+    private(set) var modes: [Loop.Mode: ModeItems] = [:]
+    /// The mode whose tables were last looked up, and where they are in `modes`: almost every
+    /// change lands in the mode of the one before, and hashing a mode's name cost more than the
+    /// rest of adding a timer. Valid until `modes` gains a key (keys are never removed).
+    private var lastLookup: (mode: Loop.Mode, index: [Loop.Mode: ModeItems].Index)?
     var commonModes: Set<Loop.Mode> = [.default, .tracking]
     /// Items added to `.common`: they join every mode later added to the common set.
     /// With the sequence number of their joining, so that a mode added to the common set later
@@ -79,7 +87,29 @@ struct ModeTable {
     /// needed. Every change to a mode's tables goes through here, so it counts as a change.
     mutating func withItems<R>(of mode: Loop.Mode, _ body: (inout ModeItems) -> R) -> R {
         version.bump()
-        return body(&modes[mode, default: ModeItems(mode: mode)])
+        return body(&modes.values[index(of: mode)])
+    }
+
+    /// Runs `body` on `mode`'s tables if it has any, without counting it as a change: for
+    /// dropping stale heap tops, which leaves the live tops as they were.
+    mutating func withExistingItems<R>(of mode: Loop.Mode, _ body: (inout ModeItems) -> R) -> R? {
+        guard hasItems(of: mode) else { return nil }
+        return body(&modes.values[index(of: mode)])
+    }
+
+    /// Whether `mode` has tables (it has had an item).
+    mutating func hasItems(of mode: Loop.Mode) -> Bool {
+        if let last = lastLookup, last.mode == mode { return true }
+        return modes.index(forKey: mode) != nil
+    }
+
+    /// Where `mode`'s tables are, creating them if needed.
+    private mutating func index(of mode: Loop.Mode) -> [Loop.Mode: ModeItems].Index {
+        if let last = lastLookup, last.mode == mode { return last.index }
+        if modes.index(forKey: mode) == nil { modes[mode] = ModeItems(mode: mode) }
+        let index = modes.index(forKey: mode)!
+        lastLookup = (mode, index)
+        return index
     }
 
     /// Inserts `item` into one real mode. Returns false if it was already there.
@@ -97,7 +127,7 @@ struct ModeTable {
     mutating func remove(_ item: some ModeMember, from mode: Loop.Mode) -> Bool {
         guard item.membership.modes.remove(mode) else { return false }
         let dropped = withItems(of: mode) { item.leave(&$0) }
-        garbage.append(contentsOf: dropped)
+        if !dropped.isEmpty { garbage.append(contentsOf: dropped) }
         return true
     }
 
@@ -134,6 +164,11 @@ struct ModeTable {
         if item.membership.isCommon {
             item.membership.isCommon = false
             commonItems[ObjectIdentifier(item)] = nil
+        }
+        // Most items are in one mode: no iterator over a copy of the list.
+        if let only = item.membership.modes.single {
+            remove(item, from: only)
+            return
         }
         for mode in item.membership.modes {
             remove(item, from: mode)
