@@ -49,14 +49,13 @@ public final class LoopTimer: @unchecked Sendable {
 
         mutating func updateTicks() {
             fireTicks = TickClock.ticks(offset: fireOffset)
+            // Compared as attoseconds: `Duration`'s operators and `.zero` are calls into the
+            // standard library, and this runs for every timer created or rescheduled.
             latestTicks =
-                tolerance == LoopTimer.noTolerance
+                tolerance.attoseconds == 0
                 ? fireTicks : TickClock.ticks(offset: fireOffset + tolerance.saturated)
         }
     }
-
-    /// `Duration.zero`, which is not inlined: read for every timer created.
-    static let noTolerance = Duration.zero
 
     /// What a loop needs to place the timer in its heaps.
     struct Schedule {
@@ -89,10 +88,10 @@ public final class LoopTimer: @unchecked Sendable {
         missedFirePolicy: MissedFirePolicy = .keepPhase,
         _ handler: @escaping (LoopTimer) -> Void
     ) {
-        self.interval = interval.flatMap { $0 > .zero ? $0 : nil }
+        self.interval = interval.flatMap { $0.attoseconds > 0 ? $0 : nil }
         var state = State(
-            fireOffset: fireAt - TickClock.origin, tolerance: max(tolerance, LoopTimer.noTolerance), handler: handler,
-            missedFirePolicy: missedFirePolicy)
+            fireOffset: fireAt - TickClock.origin, tolerance: tolerance.attoseconds > 0 ? tolerance : .zero,
+            handler: handler, missedFirePolicy: missedFirePolicy)
         state.updateTicks()
         self.guardedState = state
     }

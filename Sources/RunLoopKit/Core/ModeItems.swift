@@ -74,6 +74,7 @@ struct ModeItems {
     /// is compacted when more than half of it is stale, so the cost is amortised O(1).
     mutating func compactIfSparse() {
         let limit = 2 * timerCount + 64
+        guard exact.count > limit || byFireDate.count > limit || byLatest.count > limit else { return }
         let mode = self.mode
         if exact.count > limit { exact.compact { ModeItems.isLive($0, in: mode) } }
         if byFireDate.count > limit { byFireDate.compact { ModeItems.isLive($0, in: mode) } }

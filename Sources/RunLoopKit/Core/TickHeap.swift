@@ -85,8 +85,12 @@ struct TickHeap<Element: TickHeapElement> {
         if index != last { entries.withUnsafeMutableBufferPointer { $0.swapAt(index, last) } }
         _ = left(entries.removeLast())
         guard index < entries.count else { return }
-        siftUp(index)
-        siftDown(index)
+        // The entry moved into the hole goes up or down, not both.
+        if index > 0, entries[index].precedes(entries[(index - 1) / 2]) {
+            siftUp(index)
+        } else {
+            siftDown(index)
+        }
     }
 
     /// Drops every entry for which `isLive` is false, in O(n).
