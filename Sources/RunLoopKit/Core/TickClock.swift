@@ -16,10 +16,7 @@ enum TickClock {
         // ±285 years fit; beyond that, saturate (such timers never fire in practice anyway).
         let limit: Int128 = 9_000_000_000 * 1_000_000_000_000_000_000
         guard attoseconds > -limit, attoseconds < limit else { return attoseconds < 0 ? .min / 2 : .max / 2 }
-        // The quotient fits 64 bits, so one hardware 128-by-64 division does (`Int128`'s `/` is a
-        // call to a general 128-bit division, 1.4 % of the timer churn).
-        let words = (high: Int64(truncatingIfNeeded: attoseconds >> 64), low: UInt64(truncatingIfNeeded: attoseconds))
-        return Ticks(1_000_000_000).dividingFullWidth(words).quotient
+        return Ticks(attoseconds / 1_000_000_000)
     }
 
     /// Out of line: `ContinuousClock.Instant` is a resilient type, so a function that reads the
