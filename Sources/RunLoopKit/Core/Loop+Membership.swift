@@ -56,9 +56,9 @@ extension Loop {
             let modes = timer.membership.modes
             guard !modes.isEmpty else { return }
             let schedule = timer.schedule
-            for mode in modes {
+            for slot in modes {
                 let sequence = state.sequence()
-                state.withItems(of: mode) { $0.push(timer, schedule, sequence: sequence) }
+                state.withItems(in: slot) { $0.push(timer, schedule, sequence: sequence) }
             }
         }
         wakeUpIfForeign()

@@ -1,6 +1,8 @@
 /// One mode's items: what a `ModeTable` keeps per mode.
 struct ModeItems {
     let mode: Loop.Mode
+    /// The mode's number in its loop's tables (what items' memberships record).
+    let slot: ModeSlot
     /// Timers in the mode (they live in the heaps; membership says which entries count).
     var timerCount = 0
     /// Timers without tolerance by fire date, which is also their latest fire time: one entry
@@ -17,7 +19,10 @@ struct ModeItems {
     /// Keyed for O(1) removal: a server adds and removes one per connection.
     var descriptors: [ObjectIdentifier: LoopDescriptorSource] = [:]
 
-    init(mode: Loop.Mode) { self.mode = mode }
+    init(mode: Loop.Mode, slot: ModeSlot) {
+        self.mode = mode
+        self.slot = slot
+    }
 
     /// Observers do not keep a mode alive; sources and timers do (blocks are counted by the loop).
     var hasSourcesOrTimers: Bool { timerCount > 0 || !sources.isEmpty || !descriptors.isEmpty }
@@ -31,7 +36,7 @@ struct ModeItems {
     /// are pushed and the old ones go stale.
     mutating func push(_ timer: LoopTimer, _ schedule: LoopTimer.Schedule, sequence: UInt64) {
         guard schedule.isValid else { return }
-        let tracks = timer.membership.modes.startsWith(mode)
+        let tracks = timer.membership.modes.startsWith(slot)
         let tracked = tracks ? timer.membership.trackedEntry : -1
         if schedule.latest == schedule.fireDate {
             if exact.isTrackedEntry(at: tracked, of: timer) {
@@ -64,7 +69,7 @@ struct ModeItems {
     }
 
     /// Whether a heap entry still stands for a scheduled fire of a timer of this mode.
-    static func isLive(_ entry: TimerHeap.Entry, in mode: Loop.Mode) -> Bool {
+    static func isLive(_ entry: TimerHeap.Entry, in mode: ModeSlot) -> Bool {
         // No timer lock: the generation is mirrored in an atomic (`.max` once invalidated).
         entry.timer.liveGeneration.load(ordering: .acquiring) == entry.generation
             && entry.timer.membership.modes.contains(mode)
@@ -75,7 +80,7 @@ struct ModeItems {
     mutating func compactIfSparse() {
         let limit = 2 * timerCount + 64
         guard exact.count > limit || byFireDate.count > limit || byLatest.count > limit else { return }
-        let mode = self.mode
+        let mode = slot
         if exact.count > limit { exact.compact { ModeItems.isLive($0, in: mode) } }
         if byFireDate.count > limit { byFireDate.compact { ModeItems.isLive($0, in: mode) } }
         if byLatest.count > limit { byLatest.compact { ModeItems.isLive($0, in: mode) } }
@@ -84,8 +89,8 @@ struct ModeItems {
     /// Pops stale entries off the tops of the heaps by fire date; returns the live entry that
     /// fires first, and whether it is in `exact`.
     mutating func liveTopByFireDate() -> (entry: TimerHeap.Entry, exact: Bool)? {
-        let exactTop = ModeItems.liveTop(of: &exact, in: mode)
-        guard let tolerantTop = ModeItems.liveTop(of: &byFireDate, in: mode) else {
+        let exactTop = ModeItems.liveTop(of: &exact, in: slot)
+        guard let tolerantTop = ModeItems.liveTop(of: &byFireDate, in: slot) else {
             return exactTop.map { ($0, true) }
         }
         guard let exactTop, exactTop.precedes(tolerantTop) else { return (tolerantTop, false) }
@@ -95,8 +100,8 @@ struct ModeItems {
     /// Pops stale entries off the tops of the heaps by latest fire time; returns the earliest
     /// latest fire time: when the loop must wake.
     mutating func nextWake() -> Ticks? {
-        let exactTop = ModeItems.liveTop(of: &exact, in: mode)?.key
-        guard let tolerantTop = ModeItems.liveTop(of: &byLatest, in: mode)?.key else { return exactTop }
+        let exactTop = ModeItems.liveTop(of: &exact, in: slot)?.key
+        guard let tolerantTop = ModeItems.liveTop(of: &byLatest, in: slot)?.key else { return exactTop }
         return min(exactTop ?? tolerantTop, tolerantTop)
     }
 
@@ -108,7 +113,7 @@ struct ModeItems {
         return (top, isExact)
     }
 
-    private static func liveTop(of heap: inout TimerHeap, in mode: Loop.Mode) -> TimerHeap.Entry? {
+    private static func liveTop(of heap: inout TimerHeap, in mode: ModeSlot) -> TimerHeap.Entry? {
         while let top = heap.top {
             if isLive(top, in: mode) { return top }
             heap.pop()
@@ -132,7 +137,7 @@ struct ModeItems {
     var timers: [LoopTimer] {
         var seen = Set<ObjectIdentifier>()
         return (exact.entries + byFireDate.entries).compactMap { entry in
-            guard entry.timer.membership.modes.contains(mode),
+            guard entry.timer.membership.modes.contains(slot),
                 seen.insert(ObjectIdentifier(entry.timer)).inserted
             else { return nil }
             return entry.timer
