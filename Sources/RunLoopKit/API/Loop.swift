@@ -49,6 +49,8 @@ public final class Loop: @unchecked Sendable {
     let scheduledPending = Atomic<Int>(0)
     /// `ThreadSlot.key`, copied so that the posting hot path does not go through the lazy global.
     private let threadKey: pthread_key_t
+    /// What timers, observers and custom sources bound to this loop hold (see `LoopLink`).
+    let link: LoopLink
 
     // MARK: Loop-thread-only state
 
@@ -89,6 +91,8 @@ public final class Loop: @unchecked Sendable {
         self.tablesVersion = version
         self.state = Locked(ModeTable(version: version))
         self.inbox = Inbox(descriptor: Platform.makeEventDescriptor())
+        self.link = LoopLink(threadKey: threadKey)
+        link.attach(self)
     }
 
     // MARK: Per-thread loops

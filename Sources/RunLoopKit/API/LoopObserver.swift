@@ -23,7 +23,7 @@ public final class LoopObserver: @unchecked Sendable {
     struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
         var isValid = true
         var handler: ((LoopObserver, Loop.Activity) -> Void)?
-        weak var loop: Loop?
+        var link: LoopLink?
     }
 
     /// The observer's state, guarded by `stateLock`, a lock word in the object itself: the critical

@@ -22,7 +22,7 @@ public final class LoopSource: @unchecked Sendable {
         var isSignalled = false
         var signalSequence: UInt64 = 0
         var perform: (() -> Void)?
-        weak var loop: Loop?
+        var link: LoopLink?
     }
 
     /// The source's state, guarded by `stateLock`, a lock word in the object itself: the critical
@@ -61,15 +61,15 @@ public final class LoopSource: @unchecked Sendable {
     ///
     /// Any thread. Signalling an already signalled source keeps its place in the queue.
     public func signal() {
-        let loop: Loop? = withState { state in
-            guard state.isValid else { return nil }
+        let loop: BoundLoop = withState { state in
+            guard state.isValid else { return .none }
             if !state.isSignalled {
                 state.isSignalled = true
                 state.signalSequence = LoopSource.nextSignalStamp()
             }
-            return state.loop
+            return state.boundLoop
         }
-        loop?.sourceWasSignalled(port: isPort)
+        loop.use { $0.sourceWasSignalled(port: isPort) }
     }
 
     /// Whether the source is still in service.
@@ -95,7 +95,7 @@ public final class LoopSource: @unchecked Sendable {
     }
 
     /// The loop the source was added to, if any.
-    var owner: Loop? { withState { $0.loop } }
+    var owner: Loop? { withState { $0.link?.loop } }
 
     /// Whether it is signalled, and since when; nil if not.
     var pendingSignal: UInt64? {

@@ -26,22 +26,34 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
-        var fireDate: ContinuousClock.Instant
+        /// The fire date as an offset from `TickClock.origin`: `Duration` has a fixed layout and
+        /// `ContinuousClock.Instant` does not (it is resilient), and a resilient field made every
+        /// access to the state a witness-table call.
+        var fireOffset: Duration
         var tolerance: Duration
-        var missedFirePolicy: MissedFirePolicy = .keepPhase
-        /// Bumped whenever the schedule changes; heap entries of older generations are stale.
-        var generation: UInt64 = 0
-        var isValid = true
-        var handler: ((LoopTimer) -> Void)?
-        weak var loop: Loop?
-        /// `fireDate` and `fireDate + tolerance` in ticks, kept in step with them: a loop reads them
-        /// for every heap entry it pushes, and the conversion is 128-bit arithmetic.
+        /// `fireOffset` and `fireOffset + tolerance` in ticks, kept in step with them: a loop reads
+        /// them for every heap entry it pushes, and the conversion is 128-bit arithmetic.
         var fireTicks: Ticks = 0
         var latestTicks: Ticks = 0
+        /// Bumped whenever the schedule changes; heap entries of older generations are stale.
+        var generation: UInt64 = 0
+        var handler: ((LoopTimer) -> Void)?
+        var link: LoopLink?
+        var missedFirePolicy: MissedFirePolicy = .keepPhase
+        var isValid = true
+
+        var fireDate: ContinuousClock.Instant {
+            get { TickClock.origin + fireOffset }
+            set { fireOffset = newValue - TickClock.origin }
+        }
 
         mutating func updateTicks() {
-            fireTicks = TickClock.ticks(fireDate)
-            latestTicks = tolerance == .zero ? fireTicks : TickClock.ticks(fireDate.advanced(bySaturating: tolerance))
+            fireTicks = TickClock.ticks(offset: fireOffset)
+            // Compared as attoseconds: `Duration`'s operators and `.zero` are calls into the
+            // standard library, and this runs for every timer created or rescheduled.
+            latestTicks =
+                tolerance.attoseconds == 0
+                ? fireTicks : TickClock.ticks(offset: fireOffset + tolerance.saturated)
         }
     }
 
@@ -76,9 +88,10 @@ public final class LoopTimer: @unchecked Sendable {
         missedFirePolicy: MissedFirePolicy = .keepPhase,
         _ handler: @escaping (LoopTimer) -> Void
     ) {
-        self.interval = interval.flatMap { $0 > .zero ? $0 : nil }
+        self.interval = interval.flatMap { $0.attoseconds > 0 ? $0 : nil }
         var state = State(
-            fireDate: fireAt, tolerance: max(tolerance, .zero), missedFirePolicy: missedFirePolicy, handler: handler)
+            fireOffset: fireAt - TickClock.origin, tolerance: tolerance.attoseconds > 0 ? tolerance : .zero,
+            handler: handler, missedFirePolicy: missedFirePolicy)
         state.updateTicks()
         self.guardedState = state
     }
@@ -168,15 +181,15 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     private func reschedule(_ change: (inout State) -> Void) {
-        let loop: Loop? = withState { state in
-            guard state.isValid else { return nil }
+        let loop: BoundLoop = withState { state in
+            guard state.isValid else { return .none }
             change(&state)
             state.updateTicks()
             state.generation &+= 1
             liveGeneration.store(state.generation, ordering: .releasing)
-            return state.loop
+            return state.boundLoop
         }
-        loop?.timerDidReschedule(self)
+        loop.use { $0.timerDidReschedule(self) }
     }
 
     /// Claims the entry of `generation` for firing: returns the handler, and a new generation that
@@ -238,10 +251,17 @@ public final class LoopTimer: @unchecked Sendable {
 extension ContinuousClock.Instant {
     /// `self + duration`, clamped about 290 years out instead of overflowing.
     func advanced(bySaturating duration: Duration) -> ContinuousClock.Instant {
-        let limit = ContinuousClock.Instant.saturationLimit
-        if duration > limit { return self + limit }
-        if duration < .zero - limit { return self - limit }
-        return self + duration
+        self + duration.saturated
+    }
+}
+
+extension Duration {
+    /// The duration clamped to about ±290 years, so that adding it to an instant cannot overflow.
+    var saturated: Duration {
+        let limit = Duration.saturationLimit
+        if self > limit { return limit }
+        if self < .zero - limit { return .zero - limit }
+        return self
     }
 
     /// About 292 years: computed once (building it is 128-bit arithmetic).

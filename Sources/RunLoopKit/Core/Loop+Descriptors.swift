@@ -21,7 +21,9 @@ extension Loop {
     /// when it fires (see `serveDescriptors`).
     func syncDescriptors(for mode: Mode, _ backend: any EventBackend) {
         if backend.registeredMode != mode {
-            let sources = state.withLock { Array($0.modes[mode]?.descriptors.values ?? [:].values) }
+            let sources = state.withLock { state in
+                Array(state.withExistingItems(of: mode) { $0.descriptors.values } ?? [:].values)
+            }
             backend.registeredMode = mode
             for source in sources {
                 backend.watch(source, source.interest)
@@ -39,8 +41,9 @@ extension Loop {
             onThread.descriptorChangesSeen = state.version.current
             guard !state.descriptorChanges.isEmpty else { return [] }
             defer { state.descriptorChanges.removeAll(keepingCapacity: true) }
+            let slot = mode.flatMap { state.slot(of: $0) }
             return state.descriptorChanges.map { source in
-                (source, mode.map { source.membership.modes.contains($0) } ?? false, !source.membership.isEmpty)
+                (source, slot.map { source.membership.modes.contains($0) } ?? false, !source.membership.isEmpty)
             }
         }
         for change in changes {
@@ -61,14 +64,17 @@ extension Loop {
     func serveDescriptors(_ ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)], in mode: Mode) -> Bool {
         var handled = false
         // One lock for the batch: which of the ready sources are in the running mode.
-        let inMode: [Bool] = state.withLock { _ in ready.map { $0.0.membership.modes.contains(mode) } }
+        let inMode: [Bool] = state.withLock { state in
+            let slot = state.slot(of: mode)
+            return ready.map { source, _ in slot.map { source.membership.modes.contains($0) } ?? false }
+        }
         let epoch = removals.load(ordering: .acquiring)
         for (index, (source, fired)) in ready.enumerated() {
             // A handler earlier in the batch (or another thread) may have removed this source from
             // the mode: check again, under the lock, only if anything was removed since.
             guard inMode[index],
                 removals.load(ordering: .acquiring) == epoch
-                    || state.withLock({ _ in source.membership.modes.contains(mode) })
+                    || state.withLock({ $0.contains(source, in: mode) })
             else {
                 // Ready while none of its modes runs: off epoll until one does, so no spin.
                 if !inMode[index] { backend?.watch(source, []) }

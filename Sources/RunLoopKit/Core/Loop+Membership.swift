@@ -40,7 +40,8 @@ extension Loop {
             defer { state.garbage.removeAll() }
             return (item.updateKeeper(), state.garbage)
         }
-        removals.add(1, ordering: .releasing)
+        // Only descriptor sources' removals matter to a batch of ready descriptors.
+        if item is LoopDescriptorSource { removals.add(1, ordering: .releasing) }
         wakeUpIfForeign()
         withExtendedLifetime(released) {}
     }
@@ -55,9 +56,9 @@ extension Loop {
             let modes = timer.membership.modes
             guard !modes.isEmpty else { return }
             let schedule = timer.schedule
-            for mode in modes {
+            for slot in modes {
                 let sequence = state.sequence()
-                state.withItems(of: mode) { $0.push(timer, schedule, sequence: sequence) }
+                state.withItems(in: slot) { $0.push(timer, schedule, sequence: sequence) }
             }
         }
         wakeUpIfForeign()

@@ -300,7 +300,7 @@ extension Loop {
         let now = TickClock.now
         guard next <= now else { return }
         let passStart = state.withLock { $0.nextSequence }
-        var deferred: [TimerHeap.Entry] = []
+        var deferred: [(entry: TimerHeap.Entry, exact: Bool)] = []
         while let (timer, generation) = popDueTimer(in: mode, now: now, pushedBefore: passStart, deferring: &deferred) {
             guard let (handler, claimed) = timer.claim(generation: generation) else { continue }
             let calledAt = ContinuousClock.now
@@ -311,11 +311,9 @@ extension Loop {
         }
         guard !deferred.isEmpty else { return }
         state.withLock { state in
-            guard state.modes[mode] != nil else { return }
+            guard state.hasItems(of: mode) else { return }
             state.withItems(of: mode) { items in
-                for entry in deferred {
-                    items.byFireDate.push(entry.key, entry.sequence, entry.timer, entry.generation)
-                }
+                for (entry, exact) in deferred { items.restore(entry, exact: exact) }
             }
         }
     }
@@ -323,15 +321,15 @@ extension Loop {
     /// The next live due entry of `mode` pushed before `passStart`, taken off the heap; due entries
     /// pushed since go to `deferred`.
     private func popDueTimer(
-        in mode: Mode, now: Ticks, pushedBefore passStart: UInt64, deferring deferred: inout [TimerHeap.Entry]
+        in mode: Mode, now: Ticks, pushedBefore passStart: UInt64,
+        deferring deferred: inout [(entry: TimerHeap.Entry, exact: Bool)]
     ) -> (LoopTimer, UInt64)? {
         state.withLock { state in
-            guard state.modes[mode] != nil else { return nil }
+            guard state.hasItems(of: mode) else { return nil }
             return state.withItems(of: mode) { items in
-                while let top = items.liveTopByFireDate(), top.key <= now {
-                    items.byFireDate.pop()
+                while let (top, exact) = items.popFirstDue(at: now) {
                     if top.sequence <= passStart { return (top.timer, top.generation) }
-                    deferred.append(top)
+                    deferred.append((top, exact))
                 }
                 return nil
             }

@@ -157,3 +157,8 @@ extension Loop {
         for entry in heap.entries { entry.element.cancelAtTeardown() }
     }
 }
+
+extension LoopScheduled: TickHeapElement {
+    /// Scheduled blocks have no tracked entries.
+    func trackedEntryMoved(to index: Int) {}
+}

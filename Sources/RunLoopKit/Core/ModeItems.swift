@@ -1,11 +1,16 @@
 /// One mode's items: what a `ModeTable` keeps per mode.
 struct ModeItems {
     let mode: Loop.Mode
+    /// The mode's number in its loop's tables (what items' memberships record).
+    let slot: ModeSlot
     /// Timers in the mode (they live in the heaps; membership says which entries count).
     var timerCount = 0
-    /// Timers by fire date: the order they fire in.
+    /// Timers without tolerance by fire date, which is also their latest fire time: one entry
+    /// each, where a tolerant timer needs two (most timers have none).
+    var exact = TimerHeap()
+    /// Tolerant timers by fire date: the order they fire in.
     var byFireDate = TimerHeap()
-    /// Timers by latest allowed fire time (fire date + tolerance): when the loop must wake.
+    /// Tolerant timers by latest allowed fire time (fire date + tolerance): when the loop must wake.
     var byLatest = TimerHeap()
     /// Observers sorted by `order`, then by insertion.
     var observers: [LoopObserver] = []
@@ -14,7 +19,10 @@ struct ModeItems {
     /// Keyed for O(1) removal: a server adds and removes one per connection.
     var descriptors: [ObjectIdentifier: LoopDescriptorSource] = [:]
 
-    init(mode: Loop.Mode) { self.mode = mode }
+    init(mode: Loop.Mode, slot: ModeSlot) {
+        self.mode = mode
+        self.slot = slot
+    }
 
     /// Observers do not keep a mode alive; sources and timers do (blocks are counted by the loop).
     var hasSourcesOrTimers: Bool { timerCount > 0 || !sources.isEmpty || !descriptors.isEmpty }
@@ -23,15 +31,45 @@ struct ModeItems {
         observerMask = observers.reduce(into: []) { $0.formUnion($1.activities) }
     }
 
+    /// Places the timer's schedule in the heaps. In the timer's first mode an exact schedule goes
+    /// in a tracked entry, updated in place when the timer is rescheduled; elsewhere new entries
+    /// are pushed and the old ones go stale.
     mutating func push(_ timer: LoopTimer, _ schedule: LoopTimer.Schedule, sequence: UInt64) {
         guard schedule.isValid else { return }
-        byFireDate.push(schedule.fireDate, sequence, timer, schedule.generation)
-        byLatest.push(schedule.latest, sequence, timer, schedule.generation)
+        let tracks = timer.membership.modes.startsWith(slot)
+        let tracked = tracks ? timer.membership.trackedEntry : -1
+        if schedule.latest == schedule.fireDate {
+            if exact.isTrackedEntry(at: tracked, of: timer) {
+                exact.update(at: tracked, key: schedule.fireDate, sequence: sequence, generation: schedule.generation)
+            } else {
+                exact.push(schedule.fireDate, sequence, timer, schedule.generation, tracked: tracks)
+            }
+        } else {
+            if exact.isTrackedEntry(at: tracked, of: timer) { exact.remove(at: tracked) }
+            byFireDate.push(schedule.fireDate, sequence, timer, schedule.generation)
+            byLatest.push(schedule.latest, sequence, timer, schedule.generation)
+        }
         compactIfSparse()
     }
 
+    /// Removes the timer's tracked entry if it is in this mode (the timer is leaving it).
+    mutating func removeTrackedEntry(of timer: LoopTimer) {
+        let tracked = timer.membership.trackedEntry
+        if exact.isTrackedEntry(at: tracked, of: timer) { exact.remove(at: tracked) }
+    }
+
+    /// Puts back an entry that `popFirstDue` took, in the heap it came from (untracked: the timer
+    /// may have a tracked entry again by now).
+    mutating func restore(_ entry: TimerHeap.Entry, exact isExact: Bool) {
+        if isExact {
+            exact.push(entry.key, entry.sequence, entry.timer, entry.generation)
+        } else {
+            byFireDate.push(entry.key, entry.sequence, entry.timer, entry.generation)
+        }
+    }
+
     /// Whether a heap entry still stands for a scheduled fire of a timer of this mode.
-    static func isLive(_ entry: TimerHeap.Entry, in mode: Loop.Mode) -> Bool {
+    static func isLive(_ entry: TimerHeap.Entry, in mode: ModeSlot) -> Bool {
         // No timer lock: the generation is mirrored in an atomic (`.max` once invalidated).
         entry.timer.liveGeneration.load(ordering: .acquiring) == entry.generation
             && entry.timer.membership.modes.contains(mode)
@@ -41,22 +79,41 @@ struct ModeItems {
     /// is compacted when more than half of it is stale, so the cost is amortised O(1).
     mutating func compactIfSparse() {
         let limit = 2 * timerCount + 64
-        let mode = self.mode
+        guard exact.count > limit || byFireDate.count > limit || byLatest.count > limit else { return }
+        let mode = slot
+        if exact.count > limit { exact.compact { ModeItems.isLive($0, in: mode) } }
         if byFireDate.count > limit { byFireDate.compact { ModeItems.isLive($0, in: mode) } }
         if byLatest.count > limit { byLatest.compact { ModeItems.isLive($0, in: mode) } }
     }
 
-    /// Pops stale entries off the top of `byFireDate`; returns the live top.
-    mutating func liveTopByFireDate() -> TimerHeap.Entry? {
-        ModeItems.liveTop(of: &byFireDate, in: mode)
+    /// Pops stale entries off the tops of the heaps by fire date; returns the live entry that
+    /// fires first, and whether it is in `exact`.
+    mutating func liveTopByFireDate() -> (entry: TimerHeap.Entry, exact: Bool)? {
+        let exactTop = ModeItems.liveTop(of: &exact, in: slot)
+        guard let tolerantTop = ModeItems.liveTop(of: &byFireDate, in: slot) else {
+            return exactTop.map { ($0, true) }
+        }
+        guard let exactTop, exactTop.precedes(tolerantTop) else { return (tolerantTop, false) }
+        return (exactTop, true)
     }
 
-    /// Pops stale entries off the top of `byLatest`; returns the live top.
-    mutating func liveTopByLatest() -> TimerHeap.Entry? {
-        ModeItems.liveTop(of: &byLatest, in: mode)
+    /// Pops stale entries off the tops of the heaps by latest fire time; returns the earliest
+    /// latest fire time: when the loop must wake.
+    mutating func nextWake() -> Ticks? {
+        let exactTop = ModeItems.liveTop(of: &exact, in: slot)?.key
+        guard let tolerantTop = ModeItems.liveTop(of: &byLatest, in: slot)?.key else { return exactTop }
+        return min(exactTop ?? tolerantTop, tolerantTop)
     }
 
-    private static func liveTop(of heap: inout TimerHeap, in mode: Loop.Mode) -> TimerHeap.Entry? {
+    /// Takes the live entry that fires first off its heap if it is due at `now`; with whether it
+    /// came from `exact`.
+    mutating func popFirstDue(at now: Ticks) -> (entry: TimerHeap.Entry, exact: Bool)? {
+        guard let (top, isExact) = liveTopByFireDate(), top.key <= now else { return nil }
+        if isExact { exact.pop() } else { byFireDate.pop() }
+        return (top, isExact)
+    }
+
+    private static func liveTop(of heap: inout TimerHeap, in mode: ModeSlot) -> TimerHeap.Entry? {
         while let top = heap.top {
             if isLive(top, in: mode) { return top }
             heap.pop()
@@ -64,11 +121,23 @@ struct ModeItems {
         return nil
     }
 
+    /// Takes every heap away (the mode lost its last timer, so every entry is stale).
+    mutating func takeHeaps() -> [TimerHeap] {
+        defer {
+            exact = TimerHeap()
+            byFireDate = TimerHeap()
+            byLatest = TimerHeap()
+        }
+        return [exact, byFireDate, byLatest]
+    }
+
+    var hasHeapEntries: Bool { exact.count > 0 || byFireDate.count > 0 }
+
     /// Every timer with an entry in this mode's heaps and still in the mode.
     var timers: [LoopTimer] {
         var seen = Set<ObjectIdentifier>()
-        return byFireDate.entries.compactMap { entry in
-            guard entry.timer.membership.modes.contains(mode),
+        return (exact.entries + byFireDate.entries).compactMap { entry in
+            guard entry.timer.membership.modes.contains(slot),
                 seen.insert(ObjectIdentifier(entry.timer)).inserted
             else { return nil }
             return entry.timer

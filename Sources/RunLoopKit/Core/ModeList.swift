@@ -1,21 +1,34 @@
+/// A mode's number in its loop's tables (`ModeTable`): given when the loop first sees the mode,
+/// never reused. Items record their modes by number: comparing and copying a `Loop.Mode` (a
+/// string and its hash) was a sixth of the instructions of adding and removing a timer
+/// (callgrind, timer churn), and a number takes 4 bytes instead of 24.
+typealias ModeSlot = UInt32
+
 /// A short list of distinct modes, the first two stored inline: almost every item is in one mode
 /// or in the two default common modes, and adding a timer should not allocate an array for that.
 struct ModeList: Sequence {
-    private var first: Loop.Mode?
-    private var second: Loop.Mode?
-    private var others: [Loop.Mode] = []
+    private static let none = ModeSlot.max
+    private var first = ModeList.none
+    private var second = ModeList.none
+    private var others: [ModeSlot] = []
 
-    var isEmpty: Bool { first == nil }
+    var isEmpty: Bool { first == ModeList.none }
 
-    func contains(_ mode: Loop.Mode) -> Bool {
+    /// Whether `mode` is the first of the list (the oldest).
+    func startsWith(_ mode: ModeSlot) -> Bool { first == mode }
+
+    /// The mode, if the list holds exactly one.
+    var single: ModeSlot? { second == ModeList.none && first != ModeList.none ? first : nil }
+
+    func contains(_ mode: ModeSlot) -> Bool {
         first == mode || second == mode || (!others.isEmpty && others.contains(mode))
     }
 
     /// Appends `mode`; the caller checks it is not there yet.
-    mutating func append(_ mode: Loop.Mode) {
-        if first == nil {
+    mutating func append(_ mode: ModeSlot) {
+        if first == ModeList.none {
             first = mode
-        } else if second == nil {
+        } else if second == ModeList.none {
             second = mode
         } else {
             others.append(mode)
@@ -23,12 +36,12 @@ struct ModeList: Sequence {
     }
 
     /// Removes `mode`; returns false if it was not there.
-    mutating func remove(_ mode: Loop.Mode) -> Bool {
+    mutating func remove(_ mode: ModeSlot) -> Bool {
         if first == mode {
             first = second
-            second = others.isEmpty ? nil : others.removeFirst()
+            second = others.isEmpty ? ModeList.none : others.removeFirst()
         } else if second == mode {
-            second = others.isEmpty ? nil : others.removeFirst()
+            second = others.isEmpty ? ModeList.none : others.removeFirst()
         } else if let index = others.firstIndex(of: mode) {
             others.remove(at: index)
         } else {
@@ -43,11 +56,11 @@ struct ModeList: Sequence {
         fileprivate let list: ModeList
         fileprivate var index = 0
 
-        mutating func next() -> Loop.Mode? {
+        mutating func next() -> ModeSlot? {
             defer { index += 1 }
             switch index {
-            case 0: return list.first
-            case 1: return list.second
+            case 0: return list.first == ModeList.none ? nil : list.first
+            case 1: return list.second == ModeList.none ? nil : list.second
             default: return index - 2 < list.others.count ? list.others[index - 2] : nil
             }
         }
@@ -64,6 +77,9 @@ struct Membership {
     /// Set for items that serve a public object of their own (a signal source's descriptor source,
     /// a frame link's timer): keeps that object alive while the item is in a mode.
     var keeper: ItemKeeper?
+    /// A timer's tracked heap entry (see `TickHeap`), in the exact heap of its first mode: its
+    /// index, or -1.
+    var trackedEntry = -1
 
     var isEmpty: Bool { modes.isEmpty && !isCommon }
 
@@ -71,6 +87,7 @@ struct Membership {
     mutating func leaveEveryMode() {
         modes = ModeList()
         isCommon = false
+        trackedEntry = -1
     }
 }
 

@@ -25,6 +25,11 @@ extension ModeMember {
     }
 }
 
+extension LoopTimer: TickHeapElement {
+    /// Under the loop's `state` lock, like `membership`.
+    func trackedEntryMoved(to index: Int) { membership.trackedEntry = index }
+}
+
 extension LoopTimer: WordLockedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
         items.timerCount += 1
@@ -32,19 +37,16 @@ extension LoopTimer: WordLockedItem {
     }
 
     func leave(_ items: inout ModeItems) -> [TimerHeap] {
-        // Its heap entries go stale (membership no longer names the mode).
+        // Its tracked entry goes now; the others go stale (membership no longer names the mode).
         items.timerCount -= 1
-        guard items.timerCount == 0, items.byFireDate.count > 0 else {
+        items.removeTrackedEntry(of: self)
+        guard items.timerCount == 0, items.hasHeapEntries else {
             items.compactIfSparse()
             return []
         }
         // No timer left, so every entry is stale: drop them now, so that a removed timer goes
         // with the caller's last reference to it.
-        defer {
-            items.byFireDate = TimerHeap()
-            items.byLatest = TimerHeap()
-        }
-        return [items.byFireDate, items.byLatest]
+        return items.takeHeaps()
     }
 }
 

@@ -10,19 +10,21 @@ import Synchronization
 
 /// Records `loop` as an item's owner: an item belongs to one loop for its whole life, and adding
 /// it to a second one is a programmer error.
-func bindOwner(_ owner: inout Loop?, to loop: Loop, kind: String) {
+/// (`Owner` is the loop itself, or its `LoopLink`.)
+func bindOwner<Owner: AnyObject>(_ owner: inout Owner?, to loop: Owner, kind: String) {
     if let current = owner {
         precondition(
             current === loop,
             "RunLoopKit: a \(kind) belongs to one loop; it was added to a second loop. Create another one for that loop"
         )
+        return
     }
     owner = loop
 }
 
 /// Forgets `loop` as an item's owner after an add that the ended loop refused, so that the item
 /// can be added to another loop.
-func unbindOwner(_ owner: inout Loop?, from loop: Loop) {
+func unbindOwner<Owner: AnyObject>(_ owner: inout Owner?, from loop: Owner) {
     if owner === loop { owner = nil }
 }
 
@@ -31,7 +33,9 @@ func unbindOwner(_ owner: inout Loop?, from loop: Loop) {
 final class TableVersion: Sendable {
     private let value = Atomic<UInt64>(1)
 
-    func bump() { value.add(1, ordering: .releasing) }
+    /// Only under the loop's `state` lock, so writers never race: a load and a store, not a locked
+    /// read-modify-write (every timer added or removed bumps it).
+    func bump() { value.store(value.load(ordering: .relaxed) &+ 1, ordering: .releasing) }
 
     var current: UInt64 { value.load(ordering: .acquiring) }
 }
@@ -47,7 +51,12 @@ final class RunFrame: Sendable {
 struct ModeTable {
     /// Bumped by every change to what follows; read without the lock (see `ModeView`).
     let version: TableVersion
-    var modes: [Loop.Mode: ModeItems] = [:]
+    /// Each mode's tables, by `ModeSlot`; `slots` numbers the modes.
+    private(set) var modes: [ModeItems] = []
+    private var slots: [Loop.Mode: ModeSlot] = [:]
+    /// The mode last looked up and its number: almost every change lands in the mode of the one
+    /// before, and hashing a mode's name cost more than the rest of adding a timer.
+    private var lastLookup: (mode: Loop.Mode, slot: ModeSlot)?
     var commonModes: Set<Loop.Mode> = [.default, .tracking]
     /// Items added to `.common`: they join every mode later added to the common set.
     /// With the sequence number of their joining, so that a mode added to the common set later
@@ -75,29 +84,69 @@ struct ModeTable {
         return nextSequence
     }
 
-    /// Runs `body` on `mode`'s tables in place (one hash lookup, no copy), creating them if
-    /// needed. Every change to a mode's tables goes through here, so it counts as a change.
+    /// Runs `body` on `mode`'s tables in place, creating them if needed. Every change to a mode's
+    /// tables goes through here or `withItems(in:)`, so it counts as a change.
     mutating func withItems<R>(of mode: Loop.Mode, _ body: (inout ModeItems) -> R) -> R {
+        withItems(in: slotCreating(mode), body)
+    }
+
+    /// Runs `body` on the tables of the mode numbered `slot`, in place.
+    mutating func withItems<R>(in slot: ModeSlot, _ body: (inout ModeItems) -> R) -> R {
         version.bump()
-        return body(&modes[mode, default: ModeItems(mode: mode)])
+        return body(&modes[Int(slot)])
+    }
+
+    /// Runs `body` on `mode`'s tables if it has any, without counting it as a change: for
+    /// dropping stale heap tops, which leaves the live tops as they were.
+    mutating func withExistingItems<R>(of mode: Loop.Mode, _ body: (inout ModeItems) -> R) -> R? {
+        guard let slot = slot(of: mode) else { return nil }
+        return body(&modes[Int(slot)])
+    }
+
+    /// Whether `mode` has tables (it has had an item).
+    mutating func hasItems(of mode: Loop.Mode) -> Bool { slot(of: mode) != nil }
+
+    /// `mode`'s number, if it has tables.
+    mutating func slot(of mode: Loop.Mode) -> ModeSlot? {
+        if let last = lastLookup, last.mode == mode { return last.slot }
+        guard let slot = slots[mode] else { return nil }
+        lastLookup = (mode, slot)
+        return slot
+    }
+
+    /// `mode`'s number, giving it one (and empty tables) if it has none.
+    private mutating func slotCreating(_ mode: Loop.Mode) -> ModeSlot {
+        if let slot = slot(of: mode) { return slot }
+        let slot = ModeSlot(modes.count)
+        modes.append(ModeItems(mode: mode, slot: slot))
+        slots[mode] = slot
+        lastLookup = (mode, slot)
+        return slot
     }
 
     /// Inserts `item` into one real mode. Returns false if it was already there.
     @discardableResult
     mutating func insert(_ item: some ModeMember, into mode: Loop.Mode) -> Bool {
-        guard !item.membership.modes.contains(mode) else { return false }
-        item.membership.modes.append(mode)
+        let slot = slotCreating(mode)
+        guard !item.membership.modes.contains(slot) else { return false }
+        item.membership.modes.append(slot)
         let sequence = sequence()
-        withItems(of: mode) { item.join(&$0, sequence: sequence) }
+        withItems(in: slot) { item.join(&$0, sequence: sequence) }
         return true
     }
 
     /// Removes `item` from one real mode. Returns false if it was not there.
     @discardableResult
     mutating func remove(_ item: some ModeMember, from mode: Loop.Mode) -> Bool {
-        guard item.membership.modes.remove(mode) else { return false }
-        let dropped = withItems(of: mode) { item.leave(&$0) }
-        garbage.append(contentsOf: dropped)
+        guard let slot = slot(of: mode) else { return false }
+        return remove(item, fromSlot: slot)
+    }
+
+    @discardableResult
+    private mutating func remove(_ item: some ModeMember, fromSlot slot: ModeSlot) -> Bool {
+        guard item.membership.modes.remove(slot) else { return false }
+        let dropped = withItems(in: slot) { item.leave(&$0) }
+        if !dropped.isEmpty { garbage.append(contentsOf: dropped) }
         return true
     }
 
@@ -135,8 +184,13 @@ struct ModeTable {
             item.membership.isCommon = false
             commonItems[ObjectIdentifier(item)] = nil
         }
-        for mode in item.membership.modes {
-            remove(item, from: mode)
+        // Most items are in one mode: no iterator over a copy of the list.
+        if let only = item.membership.modes.single {
+            remove(item, fromSlot: only)
+            return
+        }
+        for slot in item.membership.modes {
+            remove(item, fromSlot: slot)
         }
     }
 
@@ -149,14 +203,16 @@ struct ModeTable {
         }
     }
 
-    func contains(_ item: some ModeMember, in mode: Loop.Mode) -> Bool {
-        mode == .common ? item.membership.isCommon : item.membership.modes.contains(mode)
+    mutating func contains(_ item: some ModeMember, in mode: Loop.Mode) -> Bool {
+        if mode == .common { return item.membership.isCommon }
+        guard let slot = slot(of: mode) else { return false }
+        return item.membership.modes.contains(slot)
     }
 
     /// Every item in any mode or in the common set.
     func allItems() -> [any ModeMember] {
         var seen: [ObjectIdentifier: any ModeMember] = commonItems.mapValues(\.item)
-        for items in modes.values {
+        for items in modes {
             for timer in items.timers { seen[ObjectIdentifier(timer)] = timer }
             for observer in items.observers { seen[ObjectIdentifier(observer)] = observer }
             for source in items.sources { seen[ObjectIdentifier(source)] = source }

@@ -39,16 +39,17 @@ extension Loop {
             let isCommon = state.commonModes.contains(mode)
             // Read inside the lock: no change can land between this and the tables read below.
             let version = state.version.current
-            guard state.modes[mode] != nil else {
+            let view = state.withExistingItems(of: mode) { items in
+                // Dropping stale heap tops leaves the live tops as they were: not a change.
+                let nextFireDate = items.liveTopByFireDate()?.entry.key
+                let nextWake = items.nextWake()
                 return ModeView(
-                    mode: mode, version: version, isCommon: isCommon, items: nil, nextFireDate: nil, nextWake: nil)
+                    mode: mode, version: version, isCommon: isCommon, items: items, nextFireDate: nextFireDate,
+                    nextWake: nextWake)
             }
-            // Dropping stale heap tops leaves the live tops as they were: not a change.
-            let nextFireDate = state.modes[mode]!.liveTopByFireDate()?.key
-            let nextWake = state.modes[mode]!.liveTopByLatest()?.key
-            return ModeView(
-                mode: mode, version: version, isCommon: isCommon, items: state.modes[mode], nextFireDate: nextFireDate,
-                nextWake: nextWake)
+            return view
+                ?? ModeView(
+                    mode: mode, version: version, isCommon: isCommon, items: nil, nextFireDate: nil, nextWake: nil)
         }
         onThread.modeView = view
         return view

@@ -6,8 +6,13 @@ enum TickClock {
     static let origin = ContinuousClock.now
 
     static func ticks(_ instant: ContinuousClock.Instant) -> Ticks {
+        ticks(offset: instant - origin)
+    }
+
+    /// The ticks of the instant `offset` after `origin`.
+    static func ticks(offset: Duration) -> Ticks {
         // One 128-bit division by a constant (`components` would divide twice).
-        let attoseconds = (instant - origin).attoseconds
+        let attoseconds = offset.attoseconds
         // ±285 years fit; beyond that, saturate (such timers never fire in practice anyway).
         let limit: Int128 = 9_000_000_000 * 1_000_000_000_000_000_000
         guard attoseconds > -limit, attoseconds < limit else { return attoseconds < 0 ? .min / 2 : .max / 2 }

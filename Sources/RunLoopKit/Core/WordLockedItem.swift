@@ -4,9 +4,14 @@
 
 /// The fields of an item that its loop and other threads read under the item's lock word.
 protocol ItemState {
-    /// The loop the item was added to, if any (weak: an item does not keep its loop alive).
-    var loop: Loop? { get set }
+    /// The link of the loop the item was added to, if any (an item does not keep its loop alive).
+    var link: LoopLink? { get set }
     var isValid: Bool { get set }
+}
+
+extension ItemState {
+    /// The item's loop, for a call after the lock is let go.
+    var boundLoop: BoundLoop { link?.boundLoop ?? .none }
 }
 
 /// An item whose state is guarded by a lock word in the object.
@@ -22,13 +27,13 @@ extension WordLockedItem {
     /// `extract(state)` read under the same lock.
     func bindState<R>(to loop: Loop, kind: String, _ extract: (State) -> R) -> R {
         withState { state in
-            bindOwner(&state.loop, to: loop, kind: kind)
+            bindOwner(&state.link, to: loop.link, kind: kind)
             return extract(state)
         }
     }
 
     func unbind(from loop: Loop) {
-        withState { unbindOwner(&$0.loop, from: loop) }
+        withState { unbindOwner(&$0.link, from: loop.link) }
     }
 
     /// Makes the loop keep `object` (the public object this item serves) alive while the item is
@@ -40,13 +45,13 @@ extension WordLockedItem {
     /// Marks the item invalid, `release` dropping what the kind holds (its handler) under the same
     /// lock, then takes it out of every mode of its loop. Idempotent.
     func invalidateItem(_ release: (inout State) -> Void) {
-        let loop: Loop? = withState { state in
-            guard state.isValid else { return nil }
+        let loop: BoundLoop = withState { state in
+            guard state.isValid else { return .none }
             state.isValid = false
             release(&state)
-            return state.loop
+            return state.boundLoop
         }
-        loop?.removeItemEverywhere(self)
+        loop.use { $0.removeItemEverywhere(self) }
     }
 
     func loopDidTearDown() { invalidateItem { _ in } }
