@@ -59,27 +59,37 @@ extension Loop {
     /// Step 2.5, after timers: calls the handlers of the ready descriptors of `mode`.
     /// Returns whether any was handled.
     func serveDescriptors(_ ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)], in mode: Mode) -> Bool {
-        var handled = false
-        // One lock for the batch: which of the ready sources are in the running mode.
-        let inMode: [Bool] = state.withLock { _ in ready.map { $0.0.membership.modes.contains(mode) } }
-        let epoch = removals.load(ordering: .acquiring)
-        for (index, (source, fired)) in ready.enumerated() {
-            // A handler earlier in the batch (or another thread) may have removed this source from
-            // the mode: check again, under the lock, only if anything was removed since.
-            guard inMode[index],
-                removals.load(ordering: .acquiring) == epoch
-                    || state.withLock({ _ in source.membership.modes.contains(mode) })
-            else {
-                // Ready while none of its modes runs: off epoll until one does, so no spin.
-                if !inMode[index] { backend?.watch(source, []) }
-                continue
+        // One lock for the batch: which of the ready sources are in the running mode, as bits on
+        // the stack (no array per pass; a server's pass usually has a handful of ready sources).
+        return withUnsafeTemporaryAllocation(of: Bool.self, capacity: ready.count) { inMode in
+            state.withLock { _ in
+                for (index, (source, _)) in ready.enumerated() {
+                    inMode.initializeElement(at: index, to: source.membership.modes.contains(mode))
+                }
             }
-            guard let (handler, wanted) = source.callout else { continue }
-            let events = fired.intersection(wanted)
-            guard !events.isEmpty else { continue }
-            callOut(.descriptor) { handler(source, events) }
-            handled = true
+            let epoch = removals.load(ordering: .acquiring)
+            var handled = false
+            for (index, (source, fired)) in ready.enumerated() {
+                // A handler earlier in the batch (or another thread) may have removed this source
+                // from the mode: check again, under the lock, only if anything was removed since.
+                guard inMode[index],
+                    removals.load(ordering: .acquiring) == epoch
+                        || state.withLock({ _ in source.membership.modes.contains(mode) })
+                else {
+                    // Ready while none of its modes runs: off epoll until one does, so no spin.
+                    if !inMode[index] { backend?.watch(source, []) }
+                    continue
+                }
+                guard let (callee, wanted) = source.callout else { continue }
+                let events = fired.intersection(wanted)
+                guard !events.isEmpty else { continue }
+                switch callee {
+                case .handler(let handler): callOut(.descriptor) { handler(source, events) }
+                case .client(let client): callOut(.descriptor) { client.descriptorReady(events) }
+                }
+                handled = true
+            }
+            return handled
         }
-        return handled
     }
 }
