@@ -32,6 +32,7 @@ final class Session {
     /// skipped gets its response first, with `Connection: close`; queued output is flushed).
     func drain(keepingIn mode: Loop.Mode) {
         worker.loop.add(connection, forMode: mode)
+        let processor = self.processor
         if !hasPartialRequest && processor.isBetweenRequests { connection.close() }
     }
 
@@ -39,14 +40,26 @@ final class Session {
         worker.tick()
         let responses = worker.responses
         let keepAlive = !worker.isDraining
+        // The parser's state and the response buffer are worked on as locals and stored back
+        // after. The runtime checks every access to a class's stored `var` during which other
+        // code runs (exclusivity); when no access to a property spans a call, as here, the
+        // optimizer drops the checks altogether. They were four a request, about 430
+        // instructions (callgrind).
+        var processor = self.processor
+        var output = self.output
+        self.output = ResponseBuffer()
         // The parser works in place on the bytes received: one contiguous region, which costs a
         // copy only when a request spans two of the buffer's blocks.
         let outcome = input.withContiguousBytes(upTo: input.count) { bytes in
             processor.process(bytes, responses: responses, into: &output, allowKeepAlive: keepAlive)
         }
         input.consume(outcome.close ? input.count : outcome.consumed)
-        hasPartialRequest = !input.isEmpty
         if !output.bytes.isEmpty { connection.write(&output.bytes) }
+        // Back, emptied, to be filled again by the next batch.
+        self.output = output
+        self.processor = processor
+        let partial = !input.isEmpty
+        hasPartialRequest = partial
         if outcome.close { finish() }
     }
 

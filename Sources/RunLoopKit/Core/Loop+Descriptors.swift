@@ -58,18 +58,19 @@ extension Loop {
 
     /// Step 2.5, after timers: calls the handlers of the ready descriptors of `mode`.
     /// Returns whether any was handled.
-    func serveDescriptors(_ ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)], in mode: Mode) -> Bool {
+    func serveDescriptors(_ ready: [ReadyDescriptor], in mode: Mode) -> Bool {
         // One lock for the batch: which of the ready sources are in the running mode, as bits on
         // the stack (no array per pass; a server's pass usually has a handful of ready sources).
         return withUnsafeTemporaryAllocation(of: Bool.self, capacity: ready.count) { inMode in
             state.withLock { _ in
-                for (index, (source, _)) in ready.enumerated() {
-                    inMode.initializeElement(at: index, to: source.membership.modes.contains(mode))
+                for (index, entry) in ready.enumerated() {
+                    inMode.initializeElement(at: index, to: entry.source.membership.modes.contains(mode))
                 }
             }
             let epoch = removals.load(ordering: .acquiring)
             var handled = false
-            for (index, (source, fired)) in ready.enumerated() {
+            for (index, entry) in ready.enumerated() {
+                let source = entry.source
                 // A handler earlier in the batch (or another thread) may have removed this source
                 // from the mode: check again, under the lock, only if anything was removed since.
                 guard inMode[index],
@@ -81,7 +82,7 @@ extension Loop {
                     continue
                 }
                 guard let (callee, wanted) = source.callout else { continue }
-                let events = fired.intersection(wanted)
+                let events = entry.events.intersection(wanted)
                 guard !events.isEmpty else { continue }
                 switch callee {
                 case .handler(let handler): callOut(.descriptor) { handler(source, events) }

@@ -29,6 +29,15 @@ public struct LoopBuffer {
         return fresh
     }
 
+    /// Calls `body` with the storage, made or copied first if there is none or another value
+    /// shares it. Lent, not returned: `unique()` hands out a reference, a retain and a release on
+    /// every call (three a request in runloop-httpd).
+    @inline(__always)
+    mutating func withUnique<R>(_ body: (EventBuffer) throws -> R) rethrows -> R {
+        if !isKnownUniquelyReferenced(&storage) { storage = storage?.copy() ?? EventBuffer() }
+        return try body(storage.unsafelyUnwrapped)
+    }
+
     /// The storage, unshared, leaving this buffer empty (and with no storage).
     mutating func take() -> EventBuffer {
         defer { storage = nil }
@@ -54,7 +63,7 @@ public struct LoopBuffer {
     /// generic call through `withContiguousStorageIfAvailable`.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0 else { return }
-        unique().append(bytes)
+        withUnique { $0.append(bytes) }
     }
 
     /// Moves every byte of `other` to the end of this buffer, leaving `other` empty: no copy.
@@ -101,7 +110,7 @@ public struct LoopBuffer {
             count >= 0 && count <= self.count,
             "RunLoopKit: LoopBuffer.consume(\(count)) on a buffer of \(self.count) bytes; consume 0...count")
         guard count > 0 else { return }
-        unique().drain(count)
+        withUnique { $0.drain(count) }
     }
 
     /// Calls `body` with the first `count` bytes (fewer if the buffer holds fewer) in one
@@ -113,6 +122,6 @@ public struct LoopBuffer {
     ) rethrows -> R {
         precondition(count >= 0, "RunLoopKit: LoopBuffer.withContiguousBytes(upTo:) needs 0 or more, not \(count)")
         guard !isEmpty else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
-        return try unique().withContiguousBytes(upTo: count, body)
+        return try withUnique { try $0.withContiguousBytes(upTo: count, body) }
     }
 }

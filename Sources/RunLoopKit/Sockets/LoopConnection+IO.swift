@@ -7,11 +7,11 @@ extension LoopConnection {
     /// reads): a fast peer leaves the loop's other items their turn.
     static let readChunk = 64 * 1024
     static let readsPerWakeUp = 4
-    /// The first read of a wake-up goes to this much stack space and is then copied to the input
-    /// buffer (only if it filled it do the next reads go to the input buffer's own blocks). A
-    /// request or a message fits, and a buffer block of its size comes from malloc's per-thread
-    /// cache, where reading into the buffer itself reserved a 64 KiB block for every read (and
-    /// freed it again when the handler consumed the bytes).
+    /// The first read of a wake-up goes to this much scratch space (`Loop.readScratch`) and is
+    /// then copied to the input buffer (only if it filled it do the next reads go to the input
+    /// buffer's own blocks). A request or a message fits, and a buffer block of its size comes
+    /// from malloc's per-thread cache, where reading into the buffer itself reserved a 64 KiB
+    /// block for every read (and freed it again when the handler consumed the bytes).
     static let firstReadSize = 4 * 1024
     /// How long a connection that `close()` ended waits for the peer's end of stream, and how
     /// many bytes it drops meanwhile, before it closes anyway.
@@ -42,30 +42,28 @@ extension LoopConnection {
             return
         }
         let limit = currentInputLimit
+        let scratch = readScratch
         var total = 0
-        let failure = withUnsafeTemporaryAllocation(byteCount: LoopConnection.firstReadSize, alignment: 16) {
-            scratch in
-            var budget = LoopConnection.readsPerWakeUp * LoopConnection.readChunk
-            return readUntilDrained { index in
-                let room = min(limit - input.count, budget)
-                guard room > 0 else { return nil }
-                let asked: Int
-                let count: Int
-                if index == 0 {
-                    asked = min(room, scratch.count)
-                    count = SocketCall.receive(
-                        fileDescriptor, UnsafeMutableRawBufferPointer(rebasing: scratch[..<asked]))
-                    if count > 0 { input.unique().append(UnsafeRawBufferPointer(rebasing: scratch[..<count])) }
-                } else {
-                    asked = min(room, LoopConnection.readChunk)
-                    count = input.unique().read(from: fileDescriptor, maxLength: asked)
-                }
-                if count > 0 {
-                    total += count
-                    budget -= count
-                }
-                return (count, asked)
+        var budget = LoopConnection.readsPerWakeUp * LoopConnection.readChunk
+        let failure = readUntilDrained { index in
+            let room = min(limit - input.count, budget)
+            guard room > 0 else { return nil }
+            let asked: Int
+            let count: Int
+            if index == 0 {
+                asked = min(room, scratch.count)
+                count = SocketCall.receive(
+                    fileDescriptor, UnsafeMutableRawBufferPointer(rebasing: scratch[..<asked]))
+                if count > 0 { input.unique().append(UnsafeRawBufferPointer(rebasing: scratch[..<count])) }
+            } else {
+                asked = min(room, LoopConnection.readChunk)
+                count = input.unique().read(from: fileDescriptor, maxLength: asked)
             }
+            if count > 0 {
+                total += count
+                budget -= count
+            }
+            return (count, asked)
         }
         if failure != 0 {
             fail("read from \(remoteAddress)", failure)
@@ -76,6 +74,11 @@ extension LoopConnection {
             deliverInput()
         }
         if peerClosed && phase == .open { peerDidClose() }
+    }
+
+    /// The loop's scratch space for reads, without a reference to the loop taken.
+    private var readScratch: UnsafeMutableRawBufferPointer {
+        boundLoop.load(ordering: .relaxed)!._withUnsafeGuaranteedRef { $0.readScratch }
     }
 
     /// Calls `readOnce(index)` (index 0, 1, ...: one read, giving what `recv` returns and the
@@ -139,14 +142,12 @@ extension LoopConnection {
     /// After `close()`: reads and drops what the peer still sends, until its end of stream (then
     /// the connection closes once its output is out) or `lingerLimit` bytes.
     private func discardInput() {
-        let failure = withUnsafeTemporaryAllocation(byteCount: LoopConnection.firstReadSize, alignment: 16) {
-            scratch in
-            readUntilDrained { index in
-                guard index < LoopConnection.readsPerWakeUp, discarded <= LoopConnection.lingerLimit else { return nil }
-                let count = SocketCall.receive(fileDescriptor, scratch)
-                if count > 0 { discarded += count }
-                return (count, scratch.count)
-            }
+        let scratch = readScratch
+        let failure = readUntilDrained { index in
+            guard index < LoopConnection.readsPerWakeUp, discarded <= LoopConnection.lingerLimit else { return nil }
+            let count = SocketCall.receive(fileDescriptor, scratch)
+            if count > 0 { discarded += count }
+            return (count, scratch.count)
         }
         if failure != 0 {
             fail("read from \(remoteAddress)", failure)

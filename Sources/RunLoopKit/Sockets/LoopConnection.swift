@@ -54,7 +54,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     /// The loop serving the connection, retained: set in `init` for accepted and connected ones,
     /// and when its process is added to a loop for a child's standard stream.
-    private let boundLoop: Atomic<Unmanaged<Loop>?>
+    let boundLoop: Atomic<Unmanaged<Loop>?>
     /// A child's stream only: the calls made before it had a loop, applied there once it has one.
     private let early: Locked<EarlyCalls>?
     let fileDescriptor: Int32
@@ -195,11 +195,15 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// The connection's loop. Only once it has one: on its thread, or after `readyLoop` said so.
     var loop: Loop { boundLoop.load(ordering: .acquiring)!.takeUnretainedValue() }
 
-    /// The loop, if calls may go to it directly; nil for a child's stream whose process is in no
-    /// loop yet (or whose early calls are being handed over).
-    private var readyLoop: Loop? {
-        guard let early else { return loop }
-        return early.withLock { $0.handedOver } ? loop : nil
+    /// Whether the calling thread is the connection's loop's thread, and calls may go to the loop
+    /// directly (not for a child's stream whose process is in no loop yet, or whose early calls
+    /// are being handed over). Takes no reference to the loop: retaining and releasing a loop,
+    /// which weak references give a side table, went the runtime's slow way on every write
+    /// (about 190 instructions a request in runloop-httpd, callgrind).
+    private var isOnLoopThread: Bool {
+        if let early, !early.withLock({ $0.handedOver }) { return false }
+        guard let loop = boundLoop.load(ordering: .acquiring) else { return false }
+        return loop._withUnsafeGuaranteedRef { $0.isCurrentThread }
     }
 
     /// Runs `body` on the loop's thread: now if this is it, else posted in the connection's modes
@@ -287,7 +291,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     ///
     /// Any thread; writes from one thread go out in the order they were made.
     public func write(_ bytes: some Collection<UInt8>) {
-        if let loop = readyLoop, loop.isCurrentThread {
+        if isOnLoopThread {
             if bytes.withContiguousStorageIfAvailable({ enqueue(UnsafeRawBufferPointer($0)) }) == nil {
                 Array(bytes).withUnsafeBytes { enqueue($0) }
             }
@@ -303,8 +307,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Any thread; writes from one thread go out in the order they were made.
     public func write(_ buffer: inout LoopBuffer) {
         guard !buffer.isEmpty else { return }
-        if let loop = readyLoop, loop.isCurrentThread {
-            enqueue(buffer.unique())
+        if isOnLoopThread {
+            buffer.withUnique { enqueue($0) }
         } else {
             // The buffer's storage itself goes to the loop: no copy, no new buffer.
             let box = Unchecked(buffer.take())
