@@ -125,6 +125,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var delivering = false
     /// A nested run inside `onRead` found the socket readable: reading stops until it returns.
     @exclusivity(unchecked) var readableWhileDelivering = false
+    /// The last wake-up read less than `firstReadSize` (see there).
+    @exclusivity(unchecked) var readsAreSmall = true
     @exclusivity(unchecked) var watched: LoopDescriptorSource.Events
     /// When bytes last moved, on the coarse clock (`LoopConnection.coarseNow`).
     @exclusivity(unchecked) var lastActivity = LoopConnection.coarseNow
