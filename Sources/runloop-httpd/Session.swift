@@ -6,19 +6,12 @@ import RunLoopKit
 ///
 /// Used only on its worker's loop thread, where the connection's handlers run.
 final class Session {
-    /// How long a finished connection waits for the client's end of stream after the last
-    /// response before it closes anyway.
-    static let lingerTime: Duration = .seconds(2)
-
     let connection: LoopConnection
     private let worker: Worker
     private var processor = HTTPRequestProcessor()
     private var output = ResponseBuffer()
     /// The start of a request not complete yet waits in the input.
     private var hasPartialRequest = false
-    /// The last response is written (or queued) and the sending side shut: what the client still
-    /// sends is read and dropped until its end of stream.
-    private var lingering = false
 
     init(connection: LoopConnection, worker: Worker) {
         self.connection = connection
@@ -39,36 +32,44 @@ final class Session {
     /// skipped gets its response first, with `Connection: close`; queued output is flushed).
     func drain(keepingIn mode: Loop.Mode) {
         worker.loop.add(connection, forMode: mode)
-        if !lingering && !hasPartialRequest && processor.isBetweenRequests { connection.close() }
+        let processor = self.processor
+        if !hasPartialRequest && processor.isBetweenRequests { connection.close() }
     }
 
     private func received(_ input: inout LoopBuffer) {
-        guard !lingering else {
-            input.consume(input.count)
-            return
-        }
         worker.tick()
         let responses = worker.responses
         let keepAlive = !worker.isDraining
+        // The parser's state and the response buffer are worked on as locals and stored back
+        // after. The runtime checks every access to a class's stored `var` during which other
+        // code runs (exclusivity); when no access to a property spans a call, as here, the
+        // optimizer drops the checks altogether. They were four a request, about 430
+        // instructions (callgrind).
+        var processor = self.processor
+        var output = self.output
+        self.output = ResponseBuffer()
         // The parser works in place on the bytes received: one contiguous region, which costs a
         // copy only when a request spans two of the buffer's blocks.
         let outcome = input.withContiguousBytes(upTo: input.count) { bytes in
             processor.process(bytes, responses: responses, into: &output, allowKeepAlive: keepAlive)
         }
         input.consume(outcome.close ? input.count : outcome.consumed)
-        hasPartialRequest = !input.isEmpty
         if !output.bytes.isEmpty { connection.write(&output.bytes) }
+        // Back, emptied, to be filled again by the next batch.
+        self.output = output
+        self.processor = processor
+        let partial = !input.isEmpty
+        hasPartialRequest = partial
         if outcome.close { finish() }
     }
 
-    /// After the last response: the sending side is shut once the response is out, and the
-    /// connection closes at the client's end of stream, or after `lingerTime`. Closing with input
-    /// unread would send a reset, which can destroy the response before the client has read it.
+    /// After the last response: `close()` is graceful. The response goes out, then a FIN, and
+    /// what the client still sends is dropped until its end of stream (2 seconds at most), so
+    /// that unread input cannot turn the close into a reset, which could destroy the response
+    /// before the client has read it.
     private func finish() {
-        lingering = true
         hasPartialRequest = false
-        connection.shutdownOutput()
-        connection.idleTimeout = min(Session.lingerTime, worker.idleTimeout)
+        connection.close()
     }
 }
 

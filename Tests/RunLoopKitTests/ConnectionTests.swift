@@ -182,13 +182,97 @@ import Testing
         await #expect(throws: LoopError.self) { try await connection.write(Array("too late".utf8)) }
     }
 
+    /// `close()` with input the server never reads (some in its buffer, more in the kernel, more
+    /// still arriving): the peer receives every byte of the response, then its end of stream,
+    /// and no reset. The response is larger than the sockets' buffers, so that much of it is
+    /// still in the kernel when the server's queue empties: a reset then would destroy it.
+    @Test func closeWithUnreadInputDeliversTheWholeResponseThenTheEndOfStream() async throws {
+        let response = [UInt8](repeating: 0x72, count: 8 << 20)
+        let closed = Recorder<LoopError?>()
+        let server = try EchoServer { connection in
+            connection.recordClosed(in: closed)
+            connection.onRead { connection, buffer in
+                guard buffer.readLine() != nil else { return }
+                connection.write(response)
+                connection.close()
+            }
+        }
+        defer { server.stop() }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        // The request, then more than one wake-up of the server reads, which it never reads.
+        let request = Array("request\n".utf8) + [UInt8](repeating: 0x6A, count: 512 * 1024)
+        connection.write(request[...])
+        var received = 0
+        var other = 0
+        while true {
+            // A reset would throw here (ECONNRESET) or end the stream early.
+            let bytes = try await connection.read(maxLength: 1 << 20)
+            if bytes.isEmpty { break }
+            received += bytes.count
+            other += bytes.count(where: { $0 != 0x72 })
+        }
+        #expect(received == response.count)
+        #expect(other == 0)
+        // The client's end of stream (it closes at the server's) ends the server's wait.
+        #expect(await eventually { closed.count == 1 })
+        #expect(closed.events == [nil])
+    }
+
+    /// A peer that never ends its stream: the closing connection waits the linger time, then
+    /// closes anyway (orderly: everything was sent). `abort()` during the wait resets at once.
+    @Test func aClosingConnectionWaitsForThePeersEndOfStreamForALimitedTime() async throws {
+        let closed = Recorder<LoopError?>()
+        let accepted = Recorder<LoopConnection>()
+        let server = try EchoServer { connection in
+            accepted.append(connection)
+            connection.recordClosed(in: closed)
+        }
+        defer { server.stop() }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        // Half-closure: the client keeps its side open after the server's end of stream.
+        connection.allowsHalfClosure = true
+        try await connection.write(Array("ping".utf8))
+        #expect(await eventually { accepted.count == 1 })
+        let start = ContinuousClock.now
+        accepted.events[0].close()
+        #expect(try await readToEnd(connection) == Array("ping".utf8))
+        // Still waiting: bytes sent now are dropped, not echoed, and do not end the wait.
+        connection.write("ignored".utf8)
+        #expect(await eventually { closed.count == 1 })
+        let waited = ContinuousClock.now - start
+        #expect(waited >= LoopConnection.lingerTime - .milliseconds(50))
+        #expect(closed.events == [nil])
+        connection.close()
+        // abort() during the wait: closed at once, with a reset, which the client's next write meets.
+        let second = try await LoopConnection.connect(to: server.address, on: client.loop)
+        let secondClosed = Recorder<LoopError?>()
+        second.recordClosed(in: secondClosed)
+        second.allowsHalfClosure = true
+        try await second.write(Array("x".utf8))
+        #expect(await eventually { accepted.count == 2 })
+        accepted.events[1].close()
+        #expect(try await readToEnd(second) == Array("x".utf8))
+        accepted.events[1].abort()
+        #expect(await eventually { closed.count == 2 })
+        #expect(closed.events == [nil, nil])
+        // Written until one write meets the reset (the first may go out before it arrives).
+        #expect(
+            await eventually {
+                second.write("after the reset".utf8)
+                return secondClosed.count == 1
+            })
+        #expect(secondClosed.events.first! != nil, "the client met the reset")
+    }
+
     @Test func idleTimeoutClosesWithETIMEDOUT() async throws {
         let closed = Recorder<LoopError?>()
         let server = try EchoServer { connection in
             connection.idleTimeout = .milliseconds(100)
-            connection.onEvent { _, event in
-                if case .closed(let error) = event { closed.append(error) }
-            }
+            connection.recordClosed(in: closed)
         }
         defer { server.stop() }
         let client = LoopThread(name: "client")
@@ -208,9 +292,9 @@ import Testing
         defer { client.stop() }
         let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
         connection.idleTimeout = .seconds(60)
-        #expect(await eventually { connection.residency.withLock { $0.timer } != nil })
+        #expect(await eventually { connection.withResidency { $0.timer } != nil })
         connection.idleTimeout = nil
-        #expect(await eventually { connection.residency.withLock { $0.timer } == nil })
+        #expect(await eventually { connection.withResidency { $0.timer } == nil })
         // Still open, and served.
         try await connection.write(Array("hi".utf8))
         #expect(try await connection.read(maxLength: 10) == Array("hi".utf8))

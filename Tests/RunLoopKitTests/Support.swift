@@ -221,6 +221,15 @@ final class EchoServer: Sendable {
     }
 }
 
+extension LoopConnection {
+    /// Sets `onEvent` to record the outcome of `closed` (nil for an orderly close) in `recorder`.
+    func recordClosed(in recorder: Recorder<LoopError?>) {
+        onEvent { _, event in
+            if case .closed(let error) = event { recorder.append(error) }
+        }
+    }
+}
+
 /// A unique Unix socket path in the temporary directory.
 func temporaryUnixPath(_ name: String) -> String {
     "/tmp/rlk-\(getpid())-\(name)-\(UInt32.random(in: 0...UInt32.max)).sock"

@@ -40,7 +40,9 @@ final class LibeventBackend: EventBackend {
     /// A descriptor source's event in the base.
     final class Registration {
         let source: LoopDescriptorSource
-        unowned let backend: LibeventBackend
+        /// Unchecked: the backend frees every registration before it goes (`deinit`), and an
+        /// `unowned` load on every event went through the runtime (a strong retain and release).
+        unowned(unsafe) let backend: LibeventBackend
         var event: OpaquePointer?
         /// The EV_* flags the event is added with; 0 when it is not added.
         var flags: Int32 = 0
@@ -256,12 +258,20 @@ final class LibeventBackend: EventBackend {
     // MARK: Callbacks (record only)
 
     private static let onDescriptor: event_callback_fn = { _, what, context in
-        let registration = Unmanaged<Registration>.fromOpaque(context!).takeUnretainedValue()
         var fired: LoopDescriptorSource.Events = []
         if Int32(what) & Int32(EV_READ) != 0 { fired.insert(.readable) }
         if Int32(what) & Int32(EV_WRITE) != 0 { fired.insert(.writable) }
-        registration.backend.events.ready.append((registration.source, fired))
-        registration.backend.events.callbacks += 1
+        // The registration is borrowed, not retained: the base calls back only for registered
+        // events, which the backend holds (four retains and three releases an event, before).
+        Unmanaged<Registration>.fromOpaque(context!)._withUnsafeGuaranteedRef { registration in
+            registration.backend.record(registration.source, fired)
+        }
+    }
+
+    /// A callback's record of a ready descriptor.
+    private func record(_ source: LoopDescriptorSource, _ fired: LoopDescriptorSource.Events) {
+        events.ready.append(ReadyDescriptor(source: source, events: fired))
+        events.callbacks += 1
     }
 
     private static let onWake: event_callback_fn = { descriptor, _, context in

@@ -124,6 +124,12 @@ final class EventBuffer {
         let sent = withUnsafeTemporaryAllocation(of: iovec.self, capacity: EventBuffer.writeVectors) { vectors in
             // evbuffer_iovec is struct iovec where <sys/uio.h> exists: peeked blocks go to sendmsg as they are.
             let filled = Int(evbuffer_peek(raw, -1, nil, vectors.baseAddress, Int32(vectors.count)))
+            // One block (a response, a message): plain `send`, which spares the kernel the copy
+            // and checks of a message header and an iovec array.
+            if filled == 1 {
+                let sent = Glibc.send(descriptor, vectors[0].iov_base, vectors[0].iov_len, Platform.noSignal)
+                return sent < 0 ? -Int(errno) : sent
+            }
             var message = msghdr()
             message.msg_iov = vectors.baseAddress
             message.msg_iovlen = min(filled, vectors.count)

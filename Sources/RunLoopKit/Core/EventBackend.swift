@@ -21,6 +21,13 @@ protocol EventBackend: AnyObject {
 }
 
 /// What one poll or wait of the backend observed.
+/// A descriptor source that was ready, and for what. A struct rather than a tuple: an array of
+/// tuples is emptied element by element through the runtime's generic tuple code.
+struct ReadyDescriptor {
+    let source: LoopDescriptorSource
+    let events: LoopDescriptorSource.Events
+}
+
 struct BackendEvents {
     /// The loop's eventfd was read: a wake-up was consumed.
     var woken = false
@@ -29,7 +36,7 @@ struct BackendEvents {
     /// libdispatch signalled that the main queue has work (its eventfd was read).
     var mainQueueReady = false
     /// Descriptor sources that were ready, with what was ready.
-    var ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)] = []
+    var ready: [ReadyDescriptor] = []
 
     var isEmpty: Bool { callbacks == 0 }
 }

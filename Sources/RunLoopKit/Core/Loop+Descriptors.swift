@@ -61,31 +61,41 @@ extension Loop {
 
     /// Step 2.5, after timers: calls the handlers of the ready descriptors of `mode`.
     /// Returns whether any was handled.
-    func serveDescriptors(_ ready: [(LoopDescriptorSource, LoopDescriptorSource.Events)], in mode: Mode) -> Bool {
-        var handled = false
-        // One lock for the batch: which of the ready sources are in the running mode.
-        let inMode: [Bool] = state.withLock { state in
-            let slot = state.slot(of: mode)
-            return ready.map { source, _ in slot.map { source.membership.modes.contains($0) } ?? false }
-        }
-        let epoch = removals.load(ordering: .acquiring)
-        for (index, (source, fired)) in ready.enumerated() {
-            // A handler earlier in the batch (or another thread) may have removed this source from
-            // the mode: check again, under the lock, only if anything was removed since.
-            guard inMode[index],
-                removals.load(ordering: .acquiring) == epoch
-                    || state.withLock({ $0.contains(source, in: mode) })
-            else {
-                // Ready while none of its modes runs: off epoll until one does, so no spin.
-                if !inMode[index] { backend?.watch(source, []) }
-                continue
+    func serveDescriptors(_ ready: [ReadyDescriptor], in mode: Mode) -> Bool {
+        // One lock for the batch: which of the ready sources are in the running mode, as bits on
+        // the stack (no array per pass; a server's pass usually has a handful of ready sources).
+        return withUnsafeTemporaryAllocation(of: Bool.self, capacity: ready.count) { inMode in
+            state.withLock { state in
+                let slot = state.slot(of: mode)
+                for (index, entry) in ready.enumerated() {
+                    inMode.initializeElement(
+                        at: index, to: slot.map { entry.source.membership.modes.contains($0) } ?? false)
+                }
             }
-            guard let (handler, wanted) = source.callout else { continue }
-            let events = fired.intersection(wanted)
-            guard !events.isEmpty else { continue }
-            callOut(.descriptor) { handler(source, events) }
-            handled = true
+            let epoch = removals.load(ordering: .acquiring)
+            var handled = false
+            for (index, entry) in ready.enumerated() {
+                let source = entry.source
+                // A handler earlier in the batch (or another thread) may have removed this source
+                // from the mode: check again, under the lock, only if anything was removed since.
+                guard inMode[index],
+                    removals.load(ordering: .acquiring) == epoch
+                        || state.withLock({ $0.contains(source, in: mode) })
+                else {
+                    // Ready while none of its modes runs: off epoll until one does, so no spin.
+                    if !inMode[index] { backend?.watch(source, []) }
+                    continue
+                }
+                guard let (callee, wanted) = source.callout else { continue }
+                let events = entry.events.intersection(wanted)
+                guard !events.isEmpty else { continue }
+                switch callee {
+                case .handler(let handler): callOut(.descriptor) { handler(source, events) }
+                case .client(let client): callOut(.descriptor) { client.descriptorReady(events) }
+                }
+                handled = true
+            }
+            return handled
         }
-        return handled
     }
 }

@@ -1,15 +1,13 @@
 // Listeners and connections in a loop's modes. Each is served through a descriptor source of its
 // own, which the loop's tables hold; the item itself is kept alive, while that source is in any
-// mode, by a reference it holds to itself (`Residency.keepAlive`), dropped once it closes or leaves
-// its last mode. So an item the caller dropped goes on working, and is released after.
+// mode, by the source, which holds it as its client (`LoopDescriptorSource.hold`) until it closes
+// or leaves its last mode. So an item the caller dropped goes on working, and is released after.
 
 /// Where a listener or connection lives: its loop, the modes it was added to (as given, `.common`
-/// included: connections it accepts and blocks it posts go to the same), its timer, and the
-/// reference that keeps it alive while the loop holds it.
+/// included: connections it accepts and blocks it posts go to the same) and its timer.
 struct Residency {
     var loop: Loop?
     var modes: [Loop.Mode] = []
-    var keepAlive: AnyObject?
     /// Follows the item into and out of its modes (idle, connect and back-off deadlines).
     var timer: LoopTimer?
 
@@ -18,8 +16,10 @@ struct Residency {
 }
 
 /// A listener or a connection: an item a loop holds through its descriptor source.
-protocol LoopResident: AnyObject, Sendable {
-    var residency: Locked<Residency> { get }
+protocol LoopResident: DescriptorClient, Sendable {
+    /// Runs `body` on the residency under the item's lock. Any thread; `body` must not call back
+    /// into the item.
+    func withResidency<R>(_ body: (inout Residency) -> R) -> R
     var descriptorSource: LoopDescriptorSource { get }
 }
 
@@ -71,37 +71,41 @@ extension Loop {
 
     func addResident(_ item: some LoopResident, kind: String, forMode mode: Mode) {
         let source = item.descriptorSource
-        let (valid, timer) = item.residency.withLock { residency in
+        let (valid, timer) = item.withResidency { residency in
             bindOwner(&residency.loop, to: self, kind: kind)
             guard source.isValid else { return (false, nil as LoopTimer?) }
             if !residency.modes.contains(mode) { residency.modes.append(mode) }
-            residency.keepAlive = item
             return (true, residency.timer)
         }
-        guard valid else { return }
-        add(source, forMode: mode)
+        // Held before it is added, so that the loop never serves it unheld; let go again if the
+        // loop has ended and refused it, so that nothing holds it in a loop that will not run.
+        guard valid, source.hold(item) else { return }
+        guard source.bind(to: self), insertItem(source, forMode: mode) else {
+            if state.withLock({ _ in source.membership.isEmpty }) { withExtendedLifetime(source.letGo()) {} }
+            return
+        }
+        descriptorDidChange(source)
         if let timer { add(timer, forMode: mode) }
     }
 
     func removeResident(_ item: some LoopResident, forMode mode: Mode) {
         let source = item.descriptorSource
-        guard item.residency.withLock({ $0.loop === self }) else { return }
+        guard item.withResidency({ $0.loop === self }) else { return }
         remove(source, forMode: mode)
         let isHeld = state.withLock { _ in !source.membership.isEmpty }
-        let (timer, released): (LoopTimer?, AnyObject?) = item.residency.withLock { residency in
+        let timer = item.withResidency { residency in
             residency.modes.removeAll { $0 == mode }
-            guard !isHeld else { return (residency.timer, nil) }
-            defer { residency.keepAlive = nil }
-            return (residency.timer, residency.keepAlive)
+            return residency.timer
         }
         if let timer { remove(timer, forMode: mode) }
         // Released here, outside every lock: this may be the item's last reference.
-        _ = released
+        let released = isHeld ? nil : source.letGo()
+        withExtendedLifetime(released) {}
     }
 
     /// Loop thread: gives `item` its timer, in the item's modes.
     func attach(_ timer: LoopTimer, to item: some LoopResident) {
-        let modes = item.residency.withLock { residency in
+        let modes = item.withResidency { residency in
             residency.timer = timer
             return residency.modes
         }
@@ -113,17 +117,15 @@ extension LoopResident {
     /// Drops the reference that kept the item alive in its loop, outside the lock; the caller
     /// must still hold the item.
     func leaveLoop() {
-        let (released, timer) = residency.withLock { residency in
-            defer {
-                residency.keepAlive = nil
-                residency.timer = nil
-            }
-            return (residency.keepAlive, residency.timer)
+        let timer = withResidency { residency in
+            defer { residency.timer = nil }
+            return residency.timer
         }
         timer?.invalidate()
-        _ = released
+        let released = descriptorSource.letGo()
+        withExtendedLifetime(released) {}
     }
 
     /// The modes blocks for the item are posted in.
-    var postingModes: [Loop.Mode] { residency.withLock { $0.postingModes } }
+    var postingModes: [Loop.Mode] { withResidency { $0.postingModes } }
 }

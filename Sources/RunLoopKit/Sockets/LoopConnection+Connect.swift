@@ -62,7 +62,7 @@ extension LoopConnection {
         SocketCall.disableNagle(descriptor, address)
         let local = SocketCall.address(of: descriptor) ?? address
         let connection = LoopConnection(
-            descriptor: descriptor, local: local, remote: address, loop: loop, phase: .connecting)
+            descriptor: descriptor, local: local, remote: address, loop: loop, modes: modes, phase: .connecting)
         connection.connectCompletion = completion
         for mode in modes { loop.add(connection, forMode: mode) }
         // Connected at once or not, the outcome is read when the socket turns writable.
@@ -77,14 +77,14 @@ extension LoopConnection {
             return
         }
         phase = .open
-        lastActivity = .now
+        lastActivity = LoopConnection.coarseNow
         dropTimer()
         armDeadline()
         let completion = connectCompletion
         connectCompletion = nil
         completion?(.success(self))
         guard phase == .open else { return }
-        if output.count > 0 { flush() }
+        if queuedBytes > 0 { flush() }
         updateInterest()
     }
 
@@ -103,7 +103,7 @@ extension LoopConnection {
                     continuation.resume(returning: connection.input.read(maxLength: maxLength))
                 } else if connection.phase == .closed, let error = connection.closedError {
                     continuation.resume(throwing: error)
-                } else if connection.phase == .closed || connection.peerClosed {
+                } else if connection.phase == .closed || connection.peerClosed || connection.closeAfterFlush {
                     continuation.resume(returning: [])
                 } else {
                     connection.pendingReads.append((maxLength, continuation))

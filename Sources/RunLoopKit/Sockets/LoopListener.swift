@@ -24,7 +24,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     public let localAddress: SocketAddress
 
     private let accept: (LoopConnection) -> Void
-    let residency = Locked(Residency())
+    private let residency = Locked(Residency())
     /// Set once, in `init`, before the item is shared.
     private var sourceSlot: LoopDescriptorSource! = nil
     var descriptorSource: LoopDescriptorSource { sourceSlot }
@@ -32,6 +32,8 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     private let reserve = Atomic<Int32>(-1)
     /// For a Unix socket: the path to remove when the listener is invalidated.
     private let unixPath: String?
+    /// Set once the invalidated listener has let go of its reserve, its path and its loop.
+    private let finished = Atomic<Bool>(false)
 
     /// How long accepting pauses when descriptors ran out and no reserve was left.
     static let exhaustionBackoff: Duration = .milliseconds(100)
@@ -57,13 +59,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         unixPath = address.unixPath
         self.accept = accept
         reserve.store(open("/dev/null", O_RDONLY | O_CLOEXEC), ordering: .relaxed)
-        sourceSlot = LoopDescriptorSource(unchecked: descriptor, events: .readable, closesDescriptor: true) {
-            [weak self] source, _ in
-            self?.acceptBatch(source.fileDescriptor)
-        }
-        descriptorSource.state.withLock { state in
-            state.invalidationHandler = { [weak self] in self?.didInvalidate() }
-        }
+        sourceSlot = LoopDescriptorSource(client: descriptor, events: .readable)
     }
 
     deinit {
@@ -82,9 +78,19 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     /// Any thread, including from the accept handler.
     public func invalidate() {
         descriptorSource.invalidate()
+        // The source tells a listener it holds (one in a loop); this covers one in no loop.
+        descriptorSourceInvalidated()
     }
 
-    private func didInvalidate() {
+    func withResidency<R>(_ body: (inout Residency) -> R) -> R { residency.withLock(body) }
+
+    func descriptorReady(_ events: LoopDescriptorSource.Events) {
+        acceptBatch(descriptorSource.fileDescriptor)
+    }
+
+    func descriptorSourceInvalidated() {
+        // Once: a later listener may have bound the same Unix path by the time of a second call.
+        guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
         closeReserve()
         if let unixPath { unlink(unixPath) }
         leaveLoop()
@@ -111,10 +117,12 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
             }
             let remote = peer ?? localAddress
             SocketCall.disableNagle(descriptor, remote)
+            // The connection shares the listener's list of modes (no copy of its own).
+            let modes = residency.withLock { $0.modes }
             let connection = LoopConnection(
                 accepted: descriptor, local: SocketCall.address(of: descriptor) ?? localAddress, remote: remote,
-                loop: loop)
-            for mode in residency.withLock({ $0.modes }) { loop.add(connection, forMode: mode) }
+                loop: loop, modes: modes)
+            for mode in modes { loop.add(connection, forMode: mode) }
             accept(connection)
             guard descriptorSource.isValid else { return }
         }

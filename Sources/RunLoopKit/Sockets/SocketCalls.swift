@@ -81,6 +81,12 @@ enum SocketCall {
         _ = setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
     }
 
+    /// `recv` into `buffer`: the count read, 0 at end of stream, or -errno.
+    static func receive(_ descriptor: Int32, _ buffer: UnsafeMutableRawBufferPointer) -> Int {
+        let count = recv(descriptor, buffer.baseAddress, buffer.count, 0)
+        return count < 0 ? -Int(errno) : count
+    }
+
     /// `send` with MSG_NOSIGNAL (never SIGPIPE): the count sent, or -errno.
     static func send(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int {
         let sent = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Platform.noSignal)
