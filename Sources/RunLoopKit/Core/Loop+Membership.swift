@@ -29,20 +29,25 @@ extension Loop {
         changeMembership(of: item) { $0.remove(item, forMode: mode) }
     }
 
-    /// Removes an invalidated item from every mode. Any thread.
-    func removeItemEverywhere(_ item: some ModeMember) {
-        changeMembership(of: item) { $0.removeEverywhere(item) }
+    /// Removes an invalidated item from every mode. Any thread; `onLoopThread` when the caller
+    /// already knows it runs on the loop's thread (no wake-up then).
+    func removeItemEverywhere(_ item: some ModeMember, onLoopThread: Bool = false) {
+        changeMembership(of: item, onLoopThread: onLoopThread) { $0.removeEverywhere(item) }
     }
 
-    private func changeMembership(of item: some ModeMember, _ change: (inout ModeTable) -> Void) {
+    private func changeMembership(
+        of item: some ModeMember, onLoopThread: Bool = false, _ change: (inout ModeTable) -> Void
+    ) {
         let released: (AnyObject?, [TimerHeap]) = state.withLock { state in
             change(&state)
+            // Almost always empty (a mode lost its last timer): not copied and reset then.
+            guard !state.garbage.isEmpty else { return (item.updateKeeper(), []) }
             defer { state.garbage.removeAll() }
             return (item.updateKeeper(), state.garbage)
         }
         // Only descriptor sources' removals matter to a batch of ready descriptors.
         if item is LoopDescriptorSource { removals.add(1, ordering: .releasing) }
-        wakeUpIfForeign()
+        if !onLoopThread { wakeUpIfForeign() }
         withExtendedLifetime(released) {}
     }
 

@@ -43,10 +43,17 @@ struct BoundLoop {
     /// Calls `body` with the loop, if it is still alive.
     @inline(__always)
     func use(_ body: (Loop) -> Void) {
+        use { loop, _ in body(loop) }
+    }
+
+    /// Calls `body` with the loop, if it is still alive, and whether it is the calling thread's
+    /// (then the caller need not ask again, a thread-specific look-up).
+    @inline(__always)
+    func use(_ body: (Loop, _ isCallingThreads: Bool) -> Void) {
         if let current {
-            current._withUnsafeGuaranteedRef(body)
+            current._withUnsafeGuaranteedRef { body($0, true) }
         } else if let other {
-            body(other)
+            body(other, false)
         }
     }
 }

@@ -51,7 +51,7 @@ extension WordLockedItem {
             release(&state)
             return state.boundLoop
         }
-        loop.use { $0.removeItemEverywhere(self) }
+        loop.use { loop, onLoopThread in loop.removeItemEverywhere(self, onLoopThread: onLoopThread) }
     }
 
     func loopDidTearDown() { invalidateItem { _ in } }
