@@ -163,6 +163,16 @@ extension Report {
         ratioCheck("timers all fired no later than libuv's uv_timer_t", [MetricID.timerAllFired], \.ratioLibuv) {
             $0 <= 1
         }
+        ratioCheck("timer churn ≥ 0.5× raw libevent", [MetricID.churn], \.ratioLibevent) { $0 >= 0.5 }
+        ratioCheck("iterations ≥ 0.9× raw libevent", [MetricID.iteration0], \.ratioLibevent) { $0 >= 0.9 }
+        // Against the smaller of the two: both ratios at most 1.2.
+        ratioCheck(
+            "memory per loop ≤ 1.2× the smaller of Foundation and raw libevent", [MetricID.memoryLoop],
+            { metric in
+                guard let foundation = metric.ratioFoundation, let libevent = metric.ratioLibevent else { return nil }
+                return max(foundation, libevent)
+            }
+        ) { $0 <= 1.2 }
         ratioCheck("TCP bulk throughput ≥ 0.9× raw libevent", [MetricID.tcpBulk], \.ratioLibevent) { $0 >= 0.9 }
         ratioCheck("TCP round trips ≥ 0.9× raw libevent", [MetricID.tcpEcho1, MetricID.tcpEcho100], \.ratioLibevent) {
             $0 >= 0.9
