@@ -59,7 +59,7 @@ private func everyPhase() {
     }
     Loop.current.add(observer, forMode: .common)
 
-    Loop.current.add(LoopTimer(after: .milliseconds(5)) { _ in }, forMode: .default)
+    Loop.current.add(LoopTimer(after: .milliseconds(100)) { _ in }, forMode: .default)
     Loop.current.run(mode: .default, for: .seconds(1))
     observer.invalidate()
 }

@@ -195,6 +195,16 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
     return outcome
 }
 
+/// Runs `body` with its awaits resumed on a loop thread of its own. The suite runs blocking tests
+/// beside these, and they can keep the few shared concurrency threads busy for longer than the
+/// echo server's 30 s idle timeout (seen under ThreadSanitizer), which then closes the
+/// connection under the client.
+private func onOwnExecutor(_ body: () async throws -> Void) async throws {
+    let thread = LoopThread(name: "guide-server-test")
+    defer { thread.stop() }
+    try await withTaskExecutorPreference(thread.loop) { try await body() }
+}
+
 /// The chapter's code does what the chapter says. Serialized: the snippets share `printed`.
 @Suite(.serialized) struct GuideServerTests {
     init() { printed.removeAll() }
@@ -202,7 +212,7 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
     @Test func theEchoServerAnswersTheClient() async throws {
         let (server, port) = try echoServer()
         defer { server.stop() }
-        try await echoClient(port: port)
+        try await onOwnExecutor { try await echoClient(port: port) }
         // The server closed after the client's FIN without an error: nothing else printed.
         #expect(printed.events == ["listening on 127.0.0.1:\(port)", "one\ntwo\nthree\n"])
     }
@@ -228,7 +238,7 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
         let probe = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { _ in }
         let port = probe.localAddress.port!
         probe.invalidate()
-        try await echoClient(port: port)
+        try await onOwnExecutor { try await echoClient(port: port) }
         #expect(printed.events == ["nobody listens on 127.0.0.1:\(port)"])
     }
 
