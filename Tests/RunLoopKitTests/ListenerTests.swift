@@ -35,6 +35,32 @@ import Testing
         #expect(access(path, F_OK) != 0)
     }
 
+    /// A Unix listener released without `invalidate()` removes its path too: the path can be
+    /// bound again at once.
+    @Test func aUnixListenerReleasedWithoutInvalidatingRemovesItsPath() async throws {
+        let path = temporaryUnixPath("released")
+        do {
+            let unused = try LoopListener(address: SocketAddress(unixPath: path)) { _ in }
+            #expect(unused.isValid)
+        }
+        #expect(access(path, F_OK) != 0)
+        // One that was in a loop's mode and removed from it, then released.
+        let thread = LoopThread(name: "listener")
+        defer { thread.stop() }
+        weak var weakListener: LoopListener?
+        do {
+            let listener = try LoopListener(address: SocketAddress(unixPath: path)) { _ in }
+            thread.loop.add(listener, forMode: .default)
+            thread.loop.remove(listener, forMode: .default)
+            weakListener = listener
+        }
+        #expect(await eventually { weakListener == nil })
+        #expect(access(path, F_OK) != 0)
+        let again = try LoopListener(address: SocketAddress(unixPath: path)) { _ in }
+        again.invalidate()
+        #expect(access(path, F_OK) != 0)
+    }
+
     /// A listener and its connections, dropped by the caller, keep working while the loop holds
     /// them, and are released (descriptors closed) once invalidated or closed.
     @Test func droppedItemsKeepWorkingAndAreReleasedAfter() async throws {

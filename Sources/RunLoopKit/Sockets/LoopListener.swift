@@ -46,7 +46,8 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     ///
     /// Any thread. TCP sockets get `SO_REUSEADDR`, and `SO_REUSEPORT` with `reusePort` (several
     /// listeners on one port, among which the kernel spreads connections). A Unix socket's path
-    /// must not exist yet; it is removed when the listener is invalidated. Throws a `LoopError`
+    /// must not exist yet; it is removed when the listener is invalidated, or released without
+    /// being invalidated. Throws a `LoopError`
     /// with `systemError` set when a system call fails (for example `EADDRINUSE`); a negative
     /// backlog is a programmer error.
     public init(
@@ -64,6 +65,10 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
 
     deinit {
         descriptorSource.invalidate()
+        // Released without `invalidate()` (never added, or removed from every mode): the source
+        // no longer reaches this listener, so its path goes here. Not after an invalidation, which
+        // removed it already (a later listener may have bound the path since).
+        if !finished.exchange(true, ordering: .acquiringAndReleasing), let unixPath { unlink(unixPath) }
         closeReserve()
     }
 
