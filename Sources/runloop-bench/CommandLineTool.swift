@@ -34,6 +34,8 @@ enum CommandLineTool {
                              keys: \(BenchmarkSize.keys.joined(separator: ", "))
           --placement WHERE  where the post workload's threads run: scheduler (the default), apart
                              (loop thread and producers pinned to two processors) or together (all on one)
+          --post-floor [N]   only the typical-closure posts, against a bare locked queue of Swift
+                             closures (no loop), N repetitions (5)
           --from-json PATH   measure nothing: print the table of a saved JSON report and redraw its charts
           --list             list the workloads and exit
           -h, --help         this text
@@ -132,6 +134,9 @@ enum CommandLineTool {
     static func main(_ arguments: [String]) -> Int32 {
         if arguments.count > 1, arguments[1] == MemoryProbe.flag {
             return MemoryProbe.main(Array(arguments.dropFirst(2)))
+        }
+        if arguments.count > 1, arguments[1] == PostFloor.flag {
+            return PostFloor.main(Array(arguments.dropFirst(2)))
         }
         let options: Options
         do {

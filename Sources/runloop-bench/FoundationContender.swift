@@ -113,8 +113,10 @@ enum FoundationContender: Contender {
                     for _ in 0..<share { thread.perform { counter.ran() } }
                 case .nothing:
                     for _ in 0..<share { thread.perform { PostCounter.ranCurrent() } }
-                case .typical:
-                    postTypical(share, producer: index, counter: counter) { thread.perform($0) }
+                case .typical, .typicalUnretained:
+                    postTypical(share, producer: index, counter: counter, retained: capture == .typical) {
+                        thread.perform($0)
+                    }
                 }
             }
         }

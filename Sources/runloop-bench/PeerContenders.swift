@@ -45,7 +45,7 @@ extension CPeerContender {
         producers: Int, blocks: Int, capture: PostCapture, pinnedTo processors: PostProcessors?, timeout: Double
     ) -> Outcome<Double> {
         let result = raw_peer_post_throughput(
-            peer, Int32(producers), Int64(blocks), capture == .typical ? 1 : 0, timeout, processors?.loop ?? -1,
+            peer, Int32(producers), Int64(blocks), capture.isTypical ? 1 : 0, timeout, processors?.loop ?? -1,
             processors?.producers ?? -1)
         guard result.ok != 0, result.seconds > 0 else {
             return .failure(processors == nil ? .timedOut : BenchError(reason: "timed out, or could not pin"))

@@ -47,8 +47,10 @@ enum RunLoopKitContender: Contender {
                     for _ in 0..<share { loop.perform { counter.ran() } }
                 case .nothing:
                     for _ in 0..<share { loop.perform { PostCounter.ranCurrent() } }
-                case .typical:
-                    postTypical(share, producer: index, counter: counter) { loop.perform($0) }
+                case .typical, .typicalUnretained:
+                    postTypical(share, producer: index, counter: counter, retained: capture == .typical) {
+                        loop.perform($0)
+                    }
                 }
             }
         }

@@ -138,6 +138,13 @@ enum PostCapture: Sendable {
     /// every post and freed on the loop thread; the C peers post a malloc'd item carrying the
     /// same values.
     case typical
+    /// The typical closure's values and work, with the two objects captured as `Unmanaged`
+    /// references: its context is still allocated on the producer and freed on the loop thread,
+    /// but no reference count changes (`--post-floor` only; the C peers' typical item is this).
+    case typicalUnretained
+
+    /// Whether the block carries the typical values.
+    var isTypical: Bool { self == .typical || self == .typicalUnretained }
 }
 
 /// The second object a typical post captures: one per producer, written on the loop thread.
@@ -157,16 +164,39 @@ final class PostTally: @unchecked Sendable {
 /// captures `counter`, a tally of this producer's own and three integers.
 @inline(__always)
 func postTypical(
-    _ count: Int, producer: Int, counter: PostCounter, through perform: (@escaping @Sendable () -> Void) -> Void
+    _ count: Int, producer: Int, counter: PostCounter, retained: Bool = true,
+    through perform: (@escaping @Sendable () -> Void) -> Void
 ) {
     let tally = PostTally()
+    guard !retained else {
+        for position in 0..<count {
+            let weight = position & 7
+            perform {
+                tally.add(index: position, weight: weight, producer: producer)
+                counter.ran()
+            }
+        }
+        return
+    }
+    // The counter keeps the tally alive: it outlives the run.
+    counter.keep(tally)
+    let unretainedTally = UnmanagedBox(tally)
+    let unretainedCounter = UnmanagedBox(counter)
     for position in 0..<count {
         let weight = position & 7
         perform {
-            tally.add(index: position, weight: weight, producer: producer)
-            counter.ran()
+            unretainedTally.object._withUnsafeGuaranteedRef {
+                $0.add(index: position, weight: weight, producer: producer)
+            }
+            unretainedCounter.object._withUnsafeGuaranteedRef { $0.ran() }
         }
     }
+}
+
+/// An unretained reference that may cross threads (the owner keeps the object alive).
+struct UnmanagedBox<Object: AnyObject>: @unchecked Sendable {
+    let object: Unmanaged<Object>
+    init(_ object: Object) { self.object = .passUnretained(object) }
 }
 
 /// The processors the post workload's loop thread and producers are pinned to.
@@ -230,6 +260,8 @@ final class PostCounter: @unchecked Sendable {
     /// When the first producer left the start line (on two cores the measuring thread may not
     /// run again until the producers are done).
     private let firstStart = Locked(Double.infinity)
+    /// Objects the run's blocks use without retaining them.
+    private let kept = Locked<[AnyObject]>([])
 
     /// The counter of the run in progress, for blocks that capture nothing: set before the
     /// producers start, cleared once the loop thread has stopped.
@@ -238,6 +270,9 @@ final class PostCounter: @unchecked Sendable {
     init(target: Int) { self.target = target }
 
     func started(_ time: Double) { firstStart.withLock { $0 = min($0, time) } }
+
+    /// Keeps `object` alive as long as the counter.
+    func keep(_ object: AnyObject) { kept.withLock { $0.append(object) } }
 
     /// On the loop thread: one block ran.
     func ran() {
