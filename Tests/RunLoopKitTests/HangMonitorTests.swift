@@ -71,10 +71,13 @@ import Testing
             }
             loop.add(slow, forMode: .default)
         }
-        try #require(reports.count == 1, "reports: \(reports)")
-        #expect(reports[0].slowestCallout == .observer)
-        #expect(reports[0].phase == .beforeSources)
-        #expect(reports[0].slowestCalloutDuration >= .milliseconds(30))
+        // A loaded machine may stall the thread elsewhere too (the monitor rightly reports that):
+        // the observer's stall is the one report that names an observer.
+        let observers = reports.filter { $0.slowestCallout == .observer }
+        try #require(observers.count == 1, "reports: \(reports)")
+        #expect(observers[0].phase == .beforeSources)
+        #expect(observers[0].slowestCalloutDuration >= .milliseconds(30))
+        #expect(reports.count <= 3, "reports: \(reports)")
     }
 
     @Test func aStalledBlockInATrackingRunIsReportedInThatMode() throws {
