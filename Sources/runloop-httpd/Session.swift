@@ -2,7 +2,7 @@ import HTTPCore
 import RunLoopKit
 
 /// One client connection: its `LoopConnection`, the HTTP parser's state between reads, and the
-/// responses of a batch of requests gathered in a `LoopBuffer` before they are written.
+/// responses of a batch of requests gathered in one array before they are written.
 ///
 /// Used only on its worker's loop thread, where the connection's handlers run.
 final class Session {
@@ -54,7 +54,12 @@ final class Session {
             processor.process(bytes, responses: responses, into: &output, allowKeepAlive: keepAlive)
         }
         input.consume(outcome.close ? input.count : outcome.consumed)
-        if !output.bytes.isEmpty { connection.write(&output.bytes) }
+        if !output.bytes.isEmpty {
+            // Sent at once when nothing is queued (the usual case); only what the socket does not
+            // take is copied to the connection's output.
+            connection.write(output.bytes)
+            output.bytes.removeAll(keepingCapacity: true)
+        }
         // Back, emptied, to be filled again by the next batch.
         self.output = output
         self.processor = processor
@@ -73,11 +78,13 @@ final class Session {
     }
 }
 
-/// The responses of one batch of requests, moved to the connection's output in one write.
+/// The responses of one batch of requests, written in one `write`. An array, not a `LoopBuffer`:
+/// a batch that the socket takes at once then costs no buffer block (an allocation, a copy and a
+/// free per request).
 struct ResponseBuffer: HTTPResponseOutput {
-    var bytes = LoopBuffer()
+    var bytes: [UInt8] = []
 
     mutating func appendResponse(_ response: UnsafeRawBufferPointer) {
-        bytes.append(response)
+        bytes.append(contentsOf: response)
     }
 }
