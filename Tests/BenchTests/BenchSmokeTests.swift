@@ -48,7 +48,7 @@ import Testing
         MetricID.tcpBulk, MetricID.tcpEcho1, MetricID.tcpEcho1P50, MetricID.tcpEcho1P99, MetricID.tcpEcho100,
         MetricID.tcpIdleMemory,
     ]
-    static let socketImplementations: [Implementation] = [.runLoopKit, .libevent, .libuv]
+    static let socketImplementations: [Implementation] = [.runLoopKit, .libevent, .libuv, .glib]
 
     @Test func everyFigureIsMeasuredOnEveryImplementation() {
         for metric in Self.report.metrics {
