@@ -8,6 +8,7 @@
 
 #include "raw_glib.h"
 #include "raw_glib_loop.h"
+#include "raw_glib_sockets.h"
 
 /// A context of its own, owned by the calling thread for a workload that runs there.
 static GMainContext *own_context(void) {
@@ -346,6 +347,7 @@ static const raw_peer peer = {
     .timer_set_new = glt_timer_set_new,
     .timer_set_fill = glt_timer_set_fill,
     .timer_set_free = glt_timer_set_free,
+    .sockets = &gls_socket_ops,
 };
 
 const raw_peer *raw_glib_peer(void) { return &peer; }

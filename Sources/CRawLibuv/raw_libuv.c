@@ -6,6 +6,7 @@
 
 #include "raw_libuv.h"
 #include "raw_libuv_loop.h"
+#include "raw_libuv_sockets.h"
 
 static void close_handle(uv_handle_t *handle, void *arg) {
     (void)arg;
@@ -328,6 +329,7 @@ static const raw_peer peer = {
     .timer_set_new = uvt_timer_set_new,
     .timer_set_fill = uvt_timer_set_fill,
     .timer_set_free = uvt_timer_set_free,
+    .sockets = &uvs_socket_ops,
 };
 
 const raw_peer *raw_libuv_peer(void) { return &peer; }

@@ -3,7 +3,8 @@ import Dispatch
 
 // The server I/O workloads, over loopback TCP: bulk throughput, request/response round trips and
 // memory per idle connection. RunLoopKit's side is in RunLoopKitSockets.swift, raw libevent's in
-// Sources/CRawLibevent/raw_libevent_sockets.c (with the driver shared by the C peers in
+// Sources/CRawLibevent/raw_libevent_sockets.c, libuv's in Sources/CRawLibuv/raw_libuv_sockets.c,
+// GLib's in Sources/CRawGLib/raw_glib_sockets.c (with the driver shared by the C peers in
 // Sources/CRawPeer/raw_peer_sockets.c).
 
 /// What each socket workload does.
@@ -47,7 +48,9 @@ extension Implementation {
         switch self {
         case .runLoopKit: .success(RunLoopKitSockets.self)
         case .libevent: .success(LibeventContender.self)
-        case .foundation, .libuv, .glib: .failure(BenchError(reason: "not measured (see the note on the first row)"))
+        case .libuv: .success(LibuvContender.self)
+        case .glib: .success(GLibContender.self)
+        case .foundation: .failure(BenchError(reason: "not measured (see the note on the first row)"))
         }
     }
 }
@@ -64,9 +67,7 @@ extension MetricID {
 extension Workloads {
     /// Why a peer has no figure in the socket rows, printed under the table.
     static let socketNotes: [Implementation: String] = [
-        .foundation: "Foundation on Linux has no sockets on its run loop (only CFSocket's helper thread): not measured",
-        .libuv: "not measured: `uv_tcp_t` + `uv_read_start` + `uv_write` peer not written",
-        .glib: "not measured: GLib's sockets (`GSocket`) peer not written",
+        .foundation: "Foundation on Linux has no sockets on its run loop (only CFSocket's helper thread): not measured"
     ]
 
     static let bulk = Workload(
@@ -81,6 +82,10 @@ extension Workloads {
                 "a `LoopConnection` writes 64 KiB chunks while `isWritable`, and again on `.writable`; the accepted connection, on another `LoopThread`, consumes each read in `onRead`",
             .libevent:
                 "a `bufferevent` client refills its output to 256 KiB from its write callback (low watermark 64 KiB); the server's `bufferevent`, from an `evconnlistener` on another loop, drains its input",
+            .libuv:
+                "a `uv_tcp_t` client writes 64 KiB chunks (`uv_try_write`, the rest by `uv_write`) until its `write_queue_size` is 256 KiB, and again from the write callback once it is down to 64 KiB; the server, accepting in its `uv_listen` callback on another loop, reads with `uv_read_start` into one 64 KiB buffer from its alloc callback",
+            .glib:
+                "a non-blocking socket's `GUnixFDSource` (on the loop's `GMainContext`): the client queues 64 KiB chunks (one static `GBytes`) in a `GQueue` up to 256 KiB and sends them with `sendmsg`, again from a `G_IO_OUT` source once 64 KiB or less is left; the server, accepting on another loop, reads 64 KiB at a time",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
@@ -110,6 +115,10 @@ extension Workloads {
                 "64-byte messages, one in flight per client `LoopConnection`; the server's `onRead` writes the buffer back (`write(&buffer)`); clients and server on two `LoopThread`s",
             .libevent:
                 "the same with `bufferevent`s; the server moves its input to its output (`bufferevent_write_buffer`)",
+            .libuv:
+                "the same with `uv_tcp_t` streams and `uv_read_start`; the server writes each read back with `uv_try_write` (a copy of the rest by `uv_write`)",
+            .glib:
+                "the same with a `GUnixFDSource` per socket and `recv`; the server sends each read straight back (`send`), queueing a `GBytes` copy of what the kernel does not take",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
@@ -152,6 +161,10 @@ extension Workloads {
                 "RSS delta (in a fresh child process) over N client `LoopConnection`s and the N the server accepted, all open and idle, each with its `onRead`",
             .libevent:
                 "RSS delta over N client `bufferevent`s and the N accepted by an `evconnlistener`, all open and idle, reading enabled",
+            .libuv:
+                "RSS delta over N client `uv_tcp_t`s (`uv_tcp_connect`) and the N accepted in a `uv_listen` callback, all open and idle, each in `uv_read_start` (one read buffer per loop, from the alloc callback)",
+            .glib:
+                "RSS delta over N connected client sockets and the N accepted, all open and idle, each watched for reading by a `GUnixFDSource` (one read buffer per loop)",
         ],
         runner: .each { implementation, size in
             var sample = Sample()
@@ -170,9 +183,13 @@ extension Workloads {
     }
 }
 
-// MARK: Raw libevent
+// MARK: The C peers
 
-extension LibeventContender: SocketContender {
+extension LibeventContender: SocketContender {}
+extension LibuvContender: SocketContender {}
+extension GLibContender: SocketContender {}
+
+extension CPeerContender {
     static func bulk(bytes: Int, chunk: Int, timeout: Double) -> Outcome<Double> {
         let result = raw_peer_bulk(peer, Int64(bytes), Int32(chunk), timeout)
         guard result.ok != 0, result.seconds > 0 else { return .failure(.timedOut) }

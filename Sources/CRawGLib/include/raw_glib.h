@@ -13,6 +13,8 @@
 // - Descriptors are watched with g_unix_fd_source_new (what g_unix_fd_add attaches to the
 //   default context), attached to each loop's own context.
 // - An idle loop counts g_main_context_iteration returns.
+// - The socket workloads are non-blocking sockets watched the same way, read and written with
+//   recv/send/sendmsg, with an output queue of GBytes per connection (raw_glib_sockets.c).
 
 #include "raw_peer.h"
 

@@ -13,6 +13,9 @@
 //   (after polling) handles.
 // - Descriptors are watched with uv_poll_t (UV_READABLE).
 // - An idle loop counts uv_run(UV_RUN_ONCE) returns.
+// - The socket workloads are uv_tcp_t streams: uv_listen/uv_accept, uv_tcp_connect,
+//   uv_read_start with one 64 KiB read buffer per loop, uv_try_write then uv_write, and
+//   write_queue_size as the bulk sender's backpressure (raw_libuv_sockets.c).
 
 #include "raw_peer.h"
 
