@@ -164,6 +164,17 @@ public struct HTTPRequestParser: Sendable {
             var valueEnd = end
             while valueEnd > i && HTTPBytes.isWhitespace(p.byte(valueEnd - 1)) { valueEnd -= 1 }
             let valueStart = i
+            // Eight bytes at a time while they are all visible characters, obs-text or spaces (a
+            // tab or a bad byte goes to the byte loop). With the token bitmap: 1,014 → 849
+            // instructions per parse of wrk's `GET /` with `Host: 127.0.0.1:18304` (callgrind).
+            while i + 8 <= valueEnd && HTTPBytes.allFieldValueBytesButTab(p.word(at: i)) { i += 8 }
+            // Fewer than eight left (not a word with a byte to look at): they go as the last eight
+            // bytes of the value, when it has eight.
+            if i < valueEnd && valueEnd - i < 8 && valueEnd - valueStart >= 8
+                && HTTPBytes.allFieldValueBytesButTab(p.word(at: valueEnd - 8))
+            {
+                i = valueEnd
+            }
             while i < valueEnd {
                 guard HTTPBytes.isFieldValueChar(p.byte(i)) else { return false }
                 i += 1
@@ -222,6 +233,10 @@ public struct HTTPRequestParser: Sendable {
 extension UnsafeRawPointer {
     @inline(__always)
     func byte(_ offset: Int) -> UInt8 { load(fromByteOffset: offset, as: UInt8.self) }
+
+    /// The eight bytes at `offset`, the first in the lowest bits.
+    @inline(__always)
+    func word(at offset: Int) -> UInt64 { UInt64(littleEndian: loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
 }
 
 /// Byte classes and searches of HTTP/1.1 syntax (RFC 9110, RFC 9112).
@@ -236,7 +251,7 @@ enum HTTPBytes {
     static func firstLineFeed(_ p: UnsafeRawPointer, from: Int, to end: Int) -> Int? {
         var i = from
         while i + 8 <= end {
-            let word = UInt64(littleEndian: p.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            let word = p.word(at: i)
             // The classic "has a zero byte" test on word XOR "\n\n\n\n\n\n\n\n": the lowest flagged
             // byte is always a true match (false positives only occur above a true one).
             let x = word ^ 0x0A0A_0A0A_0A0A_0A0A
@@ -260,11 +275,10 @@ enum HTTPBytes {
     /// `tchar`: ALPHA / DIGIT / one of ``!#$%&'*+-.^_`|~``.
     @inline(__always)
     static func isTokenChar(_ byte: UInt8) -> Bool {
-        switch byte {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
-        case 0x21, 0x23...0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E...0x60, 0x7C, 0x7E: true
-        default: false
-        }
+        // One bit per byte value: 0x00-0x3F `!#$%&'*+-.` and digits, 0x40-0x7F letters and
+        // ``^_`|~``. A test and a shift, where the ranges were up to seven compares a byte.
+        let bits: UInt64 = byte < 0x40 ? 0x03FF_6CFA_0000_0000 : byte < 0x80 ? 0x57FF_FFFF_C7FF_FFFE : 0
+        return bits >> (byte & 0x3F) & 1 != 0
     }
 
     /// A request-target byte: anything visible (no whitespace, no control character, no DEL).
@@ -277,6 +291,20 @@ enum HTTPBytes {
 
     @inline(__always)
     static func isWhitespace(_ byte: UInt8) -> Bool { byte == space || byte == tab }
+
+    /// Whether some byte of `word` is below `limit` (at most 0x80). Exact about whether there is
+    /// one, not about which (a borrow may flag a byte above a true one).
+    @inline(__always)
+    static func hasByte(_ word: UInt64, below limit: UInt8) -> Bool {
+        (word &- 0x0101_0101_0101_0101 &* UInt64(limit)) & ~word & 0x8080_8080_8080_8080 != 0
+    }
+
+    /// Whether all eight bytes of `word` are field-value bytes other than a tab: none below 0x20
+    /// and none 0x7F (DEL).
+    @inline(__always)
+    static func allFieldValueBytesButTab(_ word: UInt64) -> Bool {
+        !hasByte(word, below: 0x20) && !hasByte(word ^ 0x7F7F_7F7F_7F7F_7F7F, below: 1)
+    }
 
     @inline(__always)
     static func isDigit(_ byte: UInt8) -> Bool { byte &- 0x30 < 10 }

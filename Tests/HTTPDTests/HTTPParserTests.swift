@@ -171,6 +171,38 @@ struct HTTPParserTests {
         #expect(parse(request) == .error(.badRequest))
     }
 
+    /// Values are checked eight bytes at a time where they can be: every byte value at every
+    /// position of a 20-byte value (three words, the last overlapping the second) is accepted or
+    /// rejected by the rule for one byte: visible, obs-text, space or tab.
+    @Test("a field value is checked byte by byte, at every position")
+    func fieldValueBytesAtEveryPosition() {
+        let head = Array("GET / HTTP/1.1\r\nHost: a\r\nX-Value: ".utf8)
+        let tail = Array("\r\n\r\n".utf8)
+        let value = Array("abcdefghijklmnopqrst".utf8)
+        var mismatches: [String] = []
+        for position in value.indices {
+            for byte in 0...UInt8.max where byte != UInt8(ascii: "\r") && byte != UInt8(ascii: "\n") {
+                // Leading and trailing whitespace is trimmed, not part of the value.
+                if (position == 0 || position == value.count - 1) && (byte == 0x20 || byte == 0x09) { continue }
+                var bytes = value
+                bytes[position] = byte
+                var parser = HTTPRequestParser()
+                let result = parser.parse(head + bytes + tail)
+                let allowed = (byte >= 0x20 || byte == 0x09) && byte != 0x7F
+                let accepted: Bool
+                switch result {
+                case .request: accepted = true
+                case .error(.badRequest): accepted = false
+                default:
+                    mismatches.append("byte \(byte) at \(position): \(result)")
+                    continue
+                }
+                if accepted != allowed { mismatches.append("byte \(byte) at \(position): accepted \(accepted)") }
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(10))")
+    }
+
     @Test("HTTP version other than 1.x: 505", arguments: ["HTTP/2.0", "HTTP/0.9", "HTTP/3.1"])
     func unsupportedVersion(_ version: String) {
         #expect(parse("GET / \(version)\r\nHost: a\r\n\r\n") == .error(.httpVersionNotSupported))
