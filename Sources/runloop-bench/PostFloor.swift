@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// `runloop-bench --post-floor [REPETITIONS]`: the typical-closure post rows (workload 1) against
+/// `runloop-bench --post-floor [REPETITIONS [BLOCKS]]`: the typical-closure post rows (workload 1) against
 /// the least any Swift code can do to hand the same closures to another thread: producers append
 /// them to one array under a `Mutex` (libuv's idiom, a locked queue), and a thread that never
 /// sleeps swaps the array out, runs the closures and releases them. No wake-up, no loop: what is
@@ -16,12 +16,12 @@ enum PostFloor {
     static let flag = "--post-floor"
 
     static func main(_ arguments: [String]) -> Int32 {
-        let repetitions = arguments.count == 1 ? Int(arguments[0]) : 5
-        guard arguments.count <= 1, let repetitions, repetitions > 0 else {
-            print("usage: runloop-bench \(flag) [REPETITIONS]")
+        let repetitions = arguments.count >= 1 ? Int(arguments[0]) : 5
+        let blocks = arguments.count >= 2 ? Int(arguments[1]) : BenchmarkSize.full.postBlocks
+        guard arguments.count <= 2, let repetitions, let blocks, repetitions > 0, blocks > 0 else {
+            print("usage: runloop-bench \(flag) [REPETITIONS [BLOCKS]]")
             return 2
         }
-        let blocks = BenchmarkSize.full.postBlocks
         print("typical-closure posts, \(blocks) blocks, \(repetitions) repetitions (blocks/s: median, min–max)")
         let rows: [(name: String, run: (Int) -> Double?)] = [
             ("bare locked queue", { floor(producers: $0, blocks: blocks) }),
