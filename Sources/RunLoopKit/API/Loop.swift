@@ -273,6 +273,13 @@ extension Loop {
 
         /// The mode's name.
         public var description: String { name }
+
+        /// Whether this is `.common`, without reaching `Mode.common`: a lazily initialised global,
+        /// whose access check was a call on every timer added or removed.
+        var isCommonSet: Bool { nameHash == Mode.commonNameHash && name == "common" }
+
+        /// FNV-1a of "common", as `init` computes it (a literal, so no lazy initialisation).
+        private static let commonNameHash: UInt64 = 0x7dbb_8c7c_a3ae_b214
     }
 
     /// The phases of a loop that an observer can watch.

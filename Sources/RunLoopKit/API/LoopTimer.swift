@@ -143,9 +143,9 @@ public final class LoopTimer: @unchecked Sendable {
     ///
     /// Any thread, including from inside the timer's own handler.
     public func invalidate() {
-        invalidateItem { state in
+        invalidateItem { timer, state in
             state.handler = nil
-            liveGeneration.store(.max, ordering: .releasing)
+            timer.liveGeneration.store(.max, ordering: .releasing)
         }
     }
 

@@ -152,7 +152,7 @@ struct ModeTable {
 
     /// Adds `item` to `mode`, where `.common` means the common set.
     mutating func add(_ item: some ModeMember, forMode mode: Loop.Mode) {
-        guard mode == .common else {
+        guard mode.isCommonSet else {
             insert(item, into: mode)
             return
         }
@@ -166,7 +166,7 @@ struct ModeTable {
 
     /// Removes `item` from `mode`, where `.common` means every mode of the common set.
     mutating func remove(_ item: some ModeMember, forMode mode: Loop.Mode) {
-        guard mode == .common else {
+        guard mode.isCommonSet else {
             remove(item, from: mode)
             return
         }
@@ -204,7 +204,7 @@ struct ModeTable {
     }
 
     mutating func contains(_ item: some ModeMember, in mode: Loop.Mode) -> Bool {
-        if mode == .common { return item.membership.isCommon }
+        if mode.isCommonSet { return item.membership.isCommon }
         guard let slot = slot(of: mode) else { return false }
         return item.membership.modes.contains(slot)
     }
