@@ -64,6 +64,7 @@ struct TickHeap<Element: TickHeapElement> {
     }
 
     /// Whether the entry at `index` is `element`'s tracked entry.
+    @inline(__always)
     func isTrackedEntry(at index: Int, of element: Element) -> Bool {
         index >= 0 && index < entries.count && entries[index].tracked && entries[index].element === element
     }
