@@ -47,7 +47,8 @@ extension WordLockedItem {
     ///
     /// `release` is handed the item rather than capturing it: a closure capturing `self` made
     /// `LoopTimer.invalidate` retain and release the timer around the call, two of the atomic
-    /// operations of a timer's life (callgrind, `runloop-bench --filter churn`).
+    /// operations of a timer's life (callgrind, `runloop-bench --filter churn`: with the cheaper
+    /// `.common` check and `compactIfSparse`, 1,982 → 1,880 instructions per timer).
     func invalidateItem(_ release: (Self, inout State) -> Void) {
         let loop: BoundLoop = withState { state in
             guard state.isValid else { return .none }
