@@ -73,6 +73,13 @@ private func runBriefly(_ loop: Loop, _ mode: Loop.Mode) -> Loop.RunResult {
 
 /// Modes: filtering, the common set, membership queries, and mode names.
 @Suite struct ModeTests {
+    @Test func onlyTheCommonSetsNameIsTheCommonSet() {
+        #expect(Loop.Mode.common.isCommonSet)
+        #expect(Loop.Mode("common").isCommonSet)
+        #expect(!Loop.Mode.default.isCommonSet)
+        #expect(!Loop.Mode("Common").isCommonSet)
+    }
+
     @Test(arguments: ItemKind.allCases, [Loop.Mode.tracking, custom])
     func itemsOfOtherModesWaitAndAreNotDropped(kind: ItemKind, running other: Loop.Mode) {
         let (otherResult, whileOther, defaultResult, afterDefault) = onFreshThread {

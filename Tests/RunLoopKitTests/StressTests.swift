@@ -75,6 +75,43 @@ import Testing
         #expect((try? awaitOnLoop(thread.loop) { 7 }) == 7)
     }
 
+    /// Timers rescheduled from another thread while their loop's thread adds them, each
+    /// reschedule landing as close to its timer's add as the threads allow: whichever comes first,
+    /// the loop's heaps end up with the new fire date (an hour earlier), so every timer fires.
+    @Test func timersRescheduledWhileTheirLoopAddsThem() {
+        let count = Self.full ? 200_000 : 5_000
+        final class Progress: Sendable {
+            let adding = Atomic<Int>(-1)
+        }
+        let fired = onFreshThread { () -> Int in
+            let loop = Loop.current
+            let progress = Progress()
+            var fired = 0
+            let far = ContinuousClock.now + .seconds(3600)
+            let timers = (0..<count).map { _ in LoopTimer(fireAt: far) { _ in fired += 1 } }
+            let rescheduled = DispatchSemaphore(value: 0)
+            let rescheduler = Thread {
+                for (index, timer) in timers.enumerated() {
+                    while progress.adding.load(ordering: .acquiring) < index { Platform.cpuRelax() }
+                    timer.fireDate = .now
+                }
+                rescheduled.signal()
+            }
+            rescheduler.start()
+            for (index, timer) in timers.enumerated() {
+                progress.adding.store(index, ordering: .releasing)
+                loop.add(timer, forMode: .default)
+            }
+            rescheduled.wait()
+            let deadline = ContinuousClock.now + .seconds(20)
+            while fired < count, ContinuousClock.now < deadline {
+                loop.run(mode: .default, for: .milliseconds(50))
+            }
+            return fired
+        }
+        #expect(fired == count)
+    }
+
     /// Sources and observers invalidating themselves and each other inside callouts.
     @Test func itemsInvalidatingEachOtherInsideCallouts() {
         let calls = Recorder<String>()

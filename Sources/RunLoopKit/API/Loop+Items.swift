@@ -13,7 +13,8 @@ extension Loop {
     /// has ended does nothing. A timer belongs to one loop: adding it to a second loop is a
     /// programmer error.
     public func add(_ timer: LoopTimer, forMode mode: Mode) {
-        if timer.bind(to: self) { insertItem(timer, forMode: mode) }
+        guard let schedule = timer.bind(to: self) else { return }
+        insertItem(timer, forMode: mode) { timer.join(&$0, sequence: $1, bound: schedule) }
     }
 
     /// Removes `timer` from `mode` (`.common`: from every common mode) without invalidating it.

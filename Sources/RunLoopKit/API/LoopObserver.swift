@@ -62,7 +62,7 @@ public final class LoopObserver: @unchecked Sendable {
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        invalidateItem { $0.handler = nil }
+        invalidateItem { $1.handler = nil }
     }
 
     // MARK: Loop machinery

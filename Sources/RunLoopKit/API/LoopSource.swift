@@ -81,7 +81,7 @@ public final class LoopSource: @unchecked Sendable {
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        invalidateItem { state in
+        invalidateItem { _, state in
             state.isSignalled = false
             state.perform = nil
         }

@@ -63,6 +63,13 @@ public final class LoopTimer: @unchecked Sendable {
         var latest: Ticks
         var generation: UInt64
         var isValid: Bool
+
+        init(_ state: State) {
+            fireDate = state.fireTicks
+            latest = state.latestTicks
+            generation = state.generation
+            isValid = state.isValid
+        }
     }
 
     /// The timer's state, guarded by `stateLock`: a lock word in the timer itself rather than a
@@ -89,8 +96,10 @@ public final class LoopTimer: @unchecked Sendable {
         _ handler: @escaping (LoopTimer) -> Void
     ) {
         self.interval = interval.flatMap { $0.attoseconds > 0 ? $0 : nil }
+        // A tolerance of zero is kept as given: `.zero` is a call into the standard library, made
+        // only for a negative one.
         var state = State(
-            fireOffset: fireAt - TickClock.origin, tolerance: tolerance.attoseconds > 0 ? tolerance : .zero,
+            fireOffset: fireAt - TickClock.origin, tolerance: tolerance.attoseconds < 0 ? .zero : tolerance,
             handler: handler, missedFirePolicy: missedFirePolicy)
         state.updateTicks()
         self.guardedState = state
@@ -143,9 +152,9 @@ public final class LoopTimer: @unchecked Sendable {
     ///
     /// Any thread, including from inside the timer's own handler.
     public func invalidate() {
-        invalidateItem { state in
+        invalidateItem { timer, state in
             state.handler = nil
-            liveGeneration.store(.max, ordering: .releasing)
+            timer.liveGeneration.store(.max, ordering: .releasing)
         }
     }
 
@@ -167,17 +176,12 @@ public final class LoopTimer: @unchecked Sendable {
         stateLock.withLock { body(&guardedState) }
     }
 
-    var schedule: Schedule {
-        withState { state in
-            Schedule(
-                fireDate: state.fireTicks, latest: state.latestTicks, generation: state.generation,
-                isValid: state.isValid)
-        }
-    }
+    var schedule: Schedule { withState { Schedule($0) } }
 
-    /// Binds the timer to `loop`; a timer belongs to one loop for its whole life.
-    func bind(to loop: Loop) -> Bool {
-        bindState(to: loop, kind: "LoopTimer") { $0.isValid }
+    /// Binds the timer to `loop` (a timer belongs to one loop for its whole life); returns its
+    /// schedule, read under the same lock, or nil if it is invalid.
+    func bind(to loop: Loop) -> Schedule? {
+        bindState(to: loop, kind: "LoopTimer") { $0.isValid ? Schedule($0) : nil }
     }
 
     private func reschedule(_ change: (inout State) -> Void) {

@@ -10,9 +10,18 @@ extension Loop {
     /// that it can be added to another loop.
     @discardableResult
     func insertItem(_ item: some ModeMember, forMode mode: Mode) -> Bool {
+        insertItem(item, forMode: mode) { item.join(&$0, sequence: $1) }
+    }
+
+    /// `insertItem(_:forMode:)`, `join` entering the item into each mode's tables.
+    @discardableResult
+    @inline(__always)
+    func insertItem(
+        _ item: some ModeMember, forMode mode: Mode, joining join: (inout ModeItems, UInt64) -> Void
+    ) -> Bool {
         let added = state.withLock { state in
             guard !state.ended else { return false }
-            state.add(item, forMode: mode)
+            state.add(item, forMode: mode, joining: join)
             _ = item.updateKeeper()  // never returns an object when adding
             return true
         }

@@ -127,11 +127,21 @@ struct ModeTable {
     /// Inserts `item` into one real mode. Returns false if it was already there.
     @discardableResult
     mutating func insert(_ item: some ModeMember, into mode: Loop.Mode) -> Bool {
+        insert(item, into: mode) { item.join(&$0, sequence: $1) }
+    }
+
+    /// Inserts `item` into one real mode, `join` entering it into the mode's tables with a
+    /// sequence number. Returns false if it was already there.
+    @discardableResult
+    @inline(__always)
+    private mutating func insert(
+        _ item: some ModeMember, into mode: Loop.Mode, joining join: (inout ModeItems, UInt64) -> Void
+    ) -> Bool {
         let slot = slotCreating(mode)
         guard !item.membership.modes.contains(slot) else { return false }
         item.membership.modes.append(slot)
         let sequence = sequence()
-        withItems(in: slot) { item.join(&$0, sequence: sequence) }
+        withItems(in: slot) { join(&$0, sequence) }
         return true
     }
 
@@ -150,23 +160,27 @@ struct ModeTable {
         return true
     }
 
-    /// Adds `item` to `mode`, where `.common` means the common set.
-    mutating func add(_ item: some ModeMember, forMode mode: Loop.Mode) {
-        guard mode == .common else {
-            insert(item, into: mode)
+    /// Adds `item` to `mode`, where `.common` means the common set; `join` enters it into each
+    /// mode's tables (`ModeMember.join`, or a timer joining with the schedule read as it was bound).
+    @inline(__always)
+    mutating func add<Item: ModeMember>(
+        _ item: Item, forMode mode: Loop.Mode, joining join: (inout ModeItems, UInt64) -> Void
+    ) {
+        guard mode.isCommonSet else {
+            insert(item, into: mode, joining: join)
             return
         }
         guard !item.membership.isCommon else { return }
         item.membership.isCommon = true
         commonItems[ObjectIdentifier(item)] = (item, sequence())
         for common in commonModes {
-            insert(item, into: common)
+            insert(item, into: common, joining: join)
         }
     }
 
     /// Removes `item` from `mode`, where `.common` means every mode of the common set.
     mutating func remove(_ item: some ModeMember, forMode mode: Loop.Mode) {
-        guard mode == .common else {
+        guard mode.isCommonSet else {
             remove(item, from: mode)
             return
         }
@@ -204,7 +218,7 @@ struct ModeTable {
     }
 
     mutating func contains(_ item: some ModeMember, in mode: Loop.Mode) -> Bool {
-        if mode == .common { return item.membership.isCommon }
+        if mode.isCommonSet { return item.membership.isCommon }
         guard let slot = slot(of: mode) else { return false }
         return item.membership.modes.contains(slot)
     }

@@ -64,6 +64,7 @@ struct TickHeap<Element: TickHeapElement> {
     }
 
     /// Whether the entry at `index` is `element`'s tracked entry.
+    @inline(__always)
     func isTrackedEntry(at index: Int, of element: Element) -> Bool {
         index >= 0 && index < entries.count && entries[index].tracked && entries[index].element === element
     }
@@ -81,16 +82,22 @@ struct TickHeap<Element: TickHeapElement> {
     /// release here is never the last).
     mutating func remove(at index: Int) {
         let last = entries.count - 1
-        // Swapped bitwise (the array's own `swapAt` retains and releases both elements).
-        if index != last { entries.withUnsafeMutableBufferPointer { $0.swapAt(index, last) } }
-        _ = left(entries.removeLast())
-        guard index < entries.count else { return }
-        // The entry moved into the hole goes up or down, not both.
-        if index > 0, entries[index].precedes(entries[(index - 1) / 2]) {
-            siftUp(index)
-        } else {
-            siftDown(index)
+        if index != last {
+            // Swapped bitwise (the array's own `swapAt` retains and releases both elements), then
+            // the entry moved into the hole goes up or down, not both, among the entries before
+            // the removed one: one access to the buffer for both (callgrind, timer churn: 18
+            // fewer instructions per timer).
+            entries.withUnsafeMutableBufferPointer { buffer in
+                buffer.swapAt(index, last)
+                let base = buffer.baseAddress!
+                if index > 0, base[index].precedes(base[(index - 1) / 2]) {
+                    TickHeap.siftUp(base, from: index)
+                } else {
+                    TickHeap.siftDown(base, count: last, from: index)
+                }
+            }
         }
+        _ = left(entries.removeLast())
     }
 
     /// Drops every entry for which `isLive` is false, in O(n).
@@ -131,41 +138,43 @@ struct TickHeap<Element: TickHeapElement> {
     // retain and release an element per level, which dominated firing large numbers of timers.
 
     private mutating func siftUp(_ start: Int) {
-        entries.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
-            var child = start
-            let moving = (base + child).move()
-            while child > 0 {
-                let parent = (child - 1) / 2
-                guard moving.precedes(base[parent]) else { break }
-                (base + child).moveInitialize(from: base + parent, count: 1)
-                TickHeap.placed(base, child)
-                child = parent
-            }
-            (base + child).initialize(to: moving)
-            TickHeap.placed(base, child)
-        }
+        entries.withUnsafeMutableBufferPointer { TickHeap.siftUp($0.baseAddress!, from: start) }
     }
 
     private mutating func siftDown(_ start: Int) {
-        entries.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
-            let count = buffer.count
-            var parent = start
-            let moving = (base + parent).move()
-            while true {
-                let left = 2 * parent + 1
-                guard left < count else { break }
-                let right = left + 1
-                let child = right < count && base[right].precedes(base[left]) ? right : left
-                guard base[child].precedes(moving) else { break }
-                (base + parent).moveInitialize(from: base + child, count: 1)
-                TickHeap.placed(base, parent)
-                parent = child
-            }
-            (base + parent).initialize(to: moving)
-            TickHeap.placed(base, parent)
+        entries.withUnsafeMutableBufferPointer { TickHeap.siftDown($0.baseAddress!, count: $0.count, from: start) }
+    }
+
+    private static func siftUp(_ base: UnsafeMutablePointer<Entry>, from start: Int) {
+        var child = start
+        let moving = (base + child).move()
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard moving.precedes(base[parent]) else { break }
+            (base + child).moveInitialize(from: base + parent, count: 1)
+            placed(base, child)
+            child = parent
         }
+        (base + child).initialize(to: moving)
+        placed(base, child)
+    }
+
+    /// Sifts the entry at `start` down among the first `count` entries.
+    private static func siftDown(_ base: UnsafeMutablePointer<Entry>, count: Int, from start: Int) {
+        var parent = start
+        let moving = (base + parent).move()
+        while true {
+            let left = 2 * parent + 1
+            guard left < count else { break }
+            let right = left + 1
+            let child = right < count && base[right].precedes(base[left]) ? right : left
+            guard base[child].precedes(moving) else { break }
+            (base + parent).moveInitialize(from: base + child, count: 1)
+            placed(base, parent)
+            parent = child
+        }
+        (base + parent).initialize(to: moving)
+        placed(base, parent)
     }
 
     @inline(__always)

@@ -44,15 +44,20 @@ extension WordLockedItem {
 
     /// Marks the item invalid, `release` dropping what the kind holds (its handler) under the same
     /// lock, then takes it out of every mode of its loop. Idempotent.
-    func invalidateItem(_ release: (inout State) -> Void) {
+    ///
+    /// `release` is handed the item rather than capturing it: a closure capturing `self` made
+    /// `LoopTimer.invalidate` retain and release the timer around the call, two of the atomic
+    /// operations of a timer's life (callgrind, `runloop-bench --filter churn`: with the cheaper
+    /// `.common` check and `compactIfSparse`, 1,982 → 1,880 instructions per timer).
+    func invalidateItem(_ release: (Self, inout State) -> Void) {
         let loop: BoundLoop = withState { state in
             guard state.isValid else { return .none }
             state.isValid = false
-            release(&state)
+            release(self, &state)
             return state.boundLoop
         }
         loop.use { loop, onLoopThread in loop.removeItemEverywhere(self, onLoopThread: onLoopThread) }
     }
 
-    func loopDidTearDown() { invalidateItem { _ in } }
+    func loopDidTearDown() { invalidateItem { _, _ in } }
 }
