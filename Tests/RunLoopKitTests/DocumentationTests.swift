@@ -524,9 +524,11 @@ private func ownInstrument() {
         #expect(elapsed >= .milliseconds(70))
 
         let samples = onFreshThread { burst() }
-        // Five missed fires, and one more for each 20 ms a loaded machine adds to the sleep; a
-        // policy other than burst would call out once or twice.
-        #expect(samples >= 5 && samples <= 10)
+        // Five missed fires, one callout per pass, and one more fire for each 20 ms a loaded
+        // machine adds to the sleep. Passes are slow on a loaded machine under a sanitizer, so
+        // the 5 ms run may end before all five: at least three still tells burst apart from the
+        // other policies, which call out once or twice.
+        #expect(samples >= 3 && samples <= 10, "\(samples) callouts")
 
         printed.removeAll()
         #expect(scheduleAndCancel())
