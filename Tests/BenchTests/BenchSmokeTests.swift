@@ -264,6 +264,23 @@ import Testing
         #expect(report.parameters["post"]?.contains("pinned") == true)
     }
 
+    /// `--post-floor`: every row is measured (the unretained variant through RunLoopKit's own
+    /// post path), and bad arguments are a usage error.
+    @Test func postFloorRuns() {
+        for producers in [1, 4] {
+            let outcome = RunLoopKitContender.postThroughput(
+                producers: producers, blocks: 2_000, capture: .typicalUnretained, pinnedTo: nil, timeout: 30)
+            guard case .success(let rate) = outcome else {
+                Issue.record("unretained typical posts failed: \(outcome)")
+                continue
+            }
+            #expect(rate > 0)
+        }
+        #expect(PostFloor.main(["1", "2000"]) == 0)
+        #expect(PostFloor.main(["0"]) == 2)
+        #expect(PostFloor.main(["1", "many"]) == 2)
+    }
+
     @Test func commandLineOptions() throws {
         let options = try CommandLineTool.parse([
             "--quick", "--filter", "post", "--filter", "3", "--json", "out.json", "--no-charts", "--only", "libevent",

@@ -42,7 +42,10 @@ import Testing
         }
         streams.0.write("hello\n".utf8)
         thread.loop.add(process, forMode: .default)
-        #expect(thread.loop.contains(streams.1, inMode: .default))
+        // In the mode, unless the whole conversation already ran on the loop's thread and the
+        // stream closed (a slow test thread): a closing connection invalidates its source before
+        // it leaves its modes, so one of the two holds.
+        #expect(thread.loop.contains(streams.1, inMode: .default) || !streams.1.descriptorSource.isValid)
 
         #expect(String(decoding: try await readAll(streams.1), as: UTF8.self) == "got:hello\n")
         #expect(String(decoding: try await readAll(streams.2), as: UTF8.self) == "err\n")
