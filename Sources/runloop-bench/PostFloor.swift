@@ -1,17 +1,17 @@
 import Dispatch
 import Foundation
-import Synchronization
+import RunLoopKit
 
-/// `runloop-bench --post-floor [REPETITIONS [BLOCKS]]`: the typical-closure post rows (workload 1) against
-/// the least any Swift code can do to hand the same closures to another thread: producers append
-/// them to one array under a `Mutex` (libuv's idiom, a locked queue), and a thread that never
-/// sleeps swaps the array out, runs the closures and releases them. No wake-up, no loop: what is
-/// left is the closure itself (its context allocated by the producer and freed by the consumer,
-/// the two captured objects retained and released on two threads) and one lock. Next to it,
-/// RunLoopKit with the same closure, with the same closure capturing its two objects unretained
-/// (the context is still allocated and freed, but no reference count changes), and libuv's
-/// malloc'd item; all in the same repetitions, alternating; the figures are medians with their
-/// range.
+/// `runloop-bench --post-floor [REPETITIONS [BLOCKS]]`: the typical-closure post rows (workload
+/// 1) against the least any Swift code can do to hand the same closures to another thread:
+/// producers append them to one array under a pthread mutex (`Locked`: libuv's idiom, a locked
+/// queue; `Synchronization.Mutex` is invisible to ThreadSanitizer), and a thread that never sleeps
+/// swaps the array out, runs the closures and releases them. No wake-up, no loop: what is left is
+/// the closure itself (its context allocated by the producer and freed by the consumer, the two
+/// captured objects retained and released on two threads) and one lock. Next to it, RunLoopKit
+/// with the same closure, with the same closure capturing its two objects unretained (the context
+/// is still allocated and freed, but no reference count changes), and libuv's malloc'd item; all
+/// in the same repetitions, alternating; the figures are medians with their range.
 enum PostFloor {
     static let flag = "--post-floor"
 
@@ -63,7 +63,7 @@ enum PostFloor {
     /// Blocks per second through the bare queue, from the first producer's start to the last
     /// block run.
     private static func floor(producers: Int, blocks: Int) -> Double {
-        let queue = Mutex<[@Sendable () -> Void]>([])
+        let queue = Locked<[@Sendable () -> Void]>([])
         let counter = PostCounter(target: blocks)
         let line = StartLine(parties: producers + 2)
         let consumer = NativeThread {
