@@ -142,21 +142,24 @@ private func tolerance() -> Duration {
     return ContinuousClock.now - start
 }
 
-private func burst() -> Int {
+private func burst() -> [ContinuousClock.Instant] {
     let loop = Loop.current
-    var samples = 0
+    var fireDates: [ContinuousClock.Instant] = []
     let sampler = LoopTimer(
         after: .milliseconds(20), repeating: .milliseconds(20),
         missedFirePolicy: .burst
-    ) { _ in samples += 1 }
+    ) { timer in
+        fireDates.append(timer.fireDate)
+        if fireDates.count == 5 { loop.stop() }
+    }
     loop.add(sampler, forMode: .default)
     // Busy elsewhere: the fires due at 20, 40, 60, 80 and 100 ms are missed.
     usleep(110_000)
-    // One callout for each of them:
-    loop.run(mode: .default, for: .milliseconds(5))
+    // One callout for each of them, back to back, each with the date it is for:
+    loop.run(mode: .default, for: .seconds(1))
     sampler.invalidate()
-    // samples is 5
-    return samples
+    // fireDates are 20 ms apart: 20, 40, 60, 80 and 100 ms after the timer was made
+    return fireDates
 }
 
 private func scheduleAndCancel() -> Bool {
@@ -523,12 +526,13 @@ private func ownInstrument() {
         #expect(printed.events == ["a", "b"])
         #expect(elapsed >= .milliseconds(70))
 
-        let samples = onFreshThread { burst() }
-        // Five missed fires, one callout per pass, and one more fire for each 20 ms a loaded
-        // machine adds to the sleep. Passes are slow on a loaded machine under a sanitizer, so
-        // the 5 ms run may end before all five: at least three still tells burst apart from the
-        // other policies, which call out once or twice.
-        #expect(samples >= 3 && samples <= 10, "\(samples) callouts")
+        // Under `.burst` the five callouts are for five consecutive fire dates, however late
+        // a loaded machine runs them; `.keepPhase` would skip from the first missed date to
+        // the first one after the sleep, and `.delay` would move the phase.
+        let fireDates = onFreshThread { burst() }
+        #expect(fireDates.count == 5)
+        let gaps = zip(fireDates, fireDates.dropFirst()).map { $1 - $0 }
+        #expect(gaps == Array(repeating: .milliseconds(20), count: 4), "\(gaps)")
 
         printed.removeAll()
         #expect(scheduleAndCancel())
