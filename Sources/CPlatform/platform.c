@@ -13,6 +13,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+__thread void *rlk_current_loop __attribute__((tls_model("initial-exec"))) = NULL;
+
 int rlk_gettid(void) {
     return (int)syscall(SYS_gettid);
 }

@@ -80,6 +80,17 @@ private func runBriefly(_ loop: Loop, _ mode: Loop.Mode) -> Loop.RunResult {
         #expect(!Loop.Mode("Common").isCommonSet)
     }
 
+    /// The named modes are the modes of their names: equal, hashed alike, found under each other
+    /// in a dictionary (their hashes are literals).
+    @Test(arguments: [(Loop.Mode.default, "default"), (.tracking, "tracking"), (.common, "common")])
+    func namedModesAreTheModesOfTheirNames(mode: Loop.Mode, name: String) {
+        let made = Loop.Mode(name)
+        #expect(mode == made)
+        #expect(mode.hashValue == made.hashValue)
+        #expect([made: 1][mode] == 1)
+        #expect(mode.name == name)
+    }
+
     @Test(arguments: ItemKind.allCases, [Loop.Mode.tracking, custom])
     func itemsOfOtherModesWaitAndAreNotDropped(kind: ItemKind, running other: Loop.Mode) {
         let (otherResult, whileOther, defaultResult, afterDefault) = onFreshThread {

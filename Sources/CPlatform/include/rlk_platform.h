@@ -17,6 +17,14 @@
 /// The kernel thread id (`gettid`), which equals the process id on the main thread.
 int rlk_gettid(void);
 
+/// The calling thread's loop (RunLoopKit's `Loop`, unretained), or NULL: a mirror of the pthread
+/// key that owns it, read on every item added or removed to tell the loop's own thread from
+/// others. Initial-exec TLS, so a read is one instruction, where `pthread_getspecific` is a call.
+extern __thread void *rlk_current_loop __attribute__((tls_model("initial-exec")));
+
+static inline void *rlk_get_current_loop(void) { return rlk_current_loop; }
+static inline void rlk_set_current_loop(void *loop) { rlk_current_loop = loop; }
+
 /// Names the calling thread (`prctl(PR_SET_NAME)`; the kernel keeps 15 bytes).
 void rlk_set_thread_name(const char *name);
 

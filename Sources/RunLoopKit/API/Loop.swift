@@ -51,8 +51,6 @@ public final class Loop: @unchecked Sendable {
     let scheduledWake = Atomic<Ticks>(.max)
     let scheduledDue = Atomic<Ticks>(.max)
     let scheduledPending = Atomic<Int>(0)
-    /// `ThreadSlot.key`, copied so that the posting hot path does not go through the lazy global.
-    private let threadKey: pthread_key_t
     /// What timers, observers and custom sources bound to this loop hold (see `LoopLink`).
     let link: LoopLink
 
@@ -90,12 +88,11 @@ public final class Loop: @unchecked Sendable {
 
     private init(isMainLoop: Bool) {
         self.isMainLoop = isMainLoop
-        self.threadKey = ThreadSlot.key
         let version = TableVersion()
         self.tablesVersion = version
         self.state = WordLocked(ModeTable(version: version))
         self.inbox = Inbox(descriptor: Platform.makeEventDescriptor())
-        self.link = LoopLink(threadKey: threadKey)
+        self.link = LoopLink()
         link.attach(self)
     }
 
@@ -105,11 +102,14 @@ public final class Loop: @unchecked Sendable {
     ///
     /// Any thread. On the main thread this is ``main``.
     public static var current: Loop {
-        if let raw = pthread_getspecific(ThreadSlot.key) {
+        if let raw = Platform.currentLoopPointer {
             return Unmanaged<Loop>.fromOpaque(raw).takeUnretainedValue()
         }
         let loop = Platform.isMainThread ? Loop.main : Loop(isMainLoop: false)
-        pthread_setspecific(ThreadSlot.key, Unmanaged.passRetained(loop).toOpaque())
+        let raw = Unmanaged.passRetained(loop).toOpaque()
+        // The key releases the loop at thread exit; the thread-local copy is for reading.
+        pthread_setspecific(ThreadSlot.key, raw)
+        Platform.currentLoopPointer = raw
         return loop
     }
 
@@ -121,7 +121,7 @@ public final class Loop: @unchecked Sendable {
 
     /// Whether the calling thread is this loop's thread, without creating a loop for it.
     var isCurrentThread: Bool {
-        if let raw = pthread_getspecific(threadKey) {
+        if let raw = Platform.currentLoopPointer {
             return raw == Unmanaged.passUnretained(self).toOpaque()
         }
         return isMainLoop && Platform.isMainThread
@@ -231,8 +231,10 @@ enum ThreadSlot {
             let loop = Unmanaged<Loop>.fromOpaque(raw).takeRetainedValue()
             // glibc has cleared the slot; tearDown must still see this thread as the loop's.
             pthread_setspecific(ThreadSlot.key, raw)
+            Platform.currentLoopPointer = raw
             loop.tearDown()
             pthread_setspecific(ThreadSlot.key, nil)
+            Platform.currentLoopPointer = nil
         }
         precondition(rc == 0, "RunLoopKit: pthread_key_create failed (\(rc))")
         return key
@@ -269,11 +271,22 @@ extension Loop {
         }
 
         /// The mode a loop runs in by default.
-        public static let `default` = Mode("default")
+        ///
+        /// The three named modes are made from their names and hashes as literals, not kept in
+        /// lazily initialised globals: every access to one of those is a call (`swift_once`), and
+        /// `loop.add(timer, forMode: .default)` paid it on every timer (callgrind, `runloop-bench
+        /// --filter churn`: 23 instructions of a timer's 1,561).
+        public static var `default`: Mode { Mode(name: "default", nameHash: 0xebad_a516_8620_c5fe) }
         /// The mode of interactive tracking (iOS's `UITrackingRunLoopMode`, while a scroll view is dragged).
-        public static let tracking = Mode("tracking")
+        public static var tracking: Mode { Mode(name: "tracking", nameHash: 0xa6bf_719a_4602_b0bc) }
         /// The pseudo-mode naming the common set, which starts as `[.default, .tracking]`.
-        public static let common = Mode("common")
+        public static var common: Mode { Mode(name: "common", nameHash: Mode.commonNameHash) }
+
+        /// A mode whose name's hash is known: `nameHash` must be what `init(_:)` computes.
+        private init(name: String, nameHash: UInt64) {
+            self.name = name
+            self.nameHash = nameHash
+        }
 
         /// The mode's name.
         public var description: String { name }

@@ -1,5 +1,3 @@
-import Glibc
-
 /// A loop as the timers, observers and custom sources bound to it hold it: one object per loop,
 /// shared by them all, holding the loop weakly. An item holds the link strongly, so it never keeps
 /// its loop alive, yet binding one costs a reference count on the link instead of forming and
@@ -10,9 +8,7 @@ import Glibc
 final class LoopLink: @unchecked Sendable {
     /// Written once, by the loop's initializer, before the loop is shared; read from any thread.
     private(set) weak var loop: Loop?
-    private let threadKey: pthread_key_t
-
-    init(threadKey: pthread_key_t) { self.threadKey = threadKey }
+    init() {}
 
     /// Called once, at the end of the loop's initializer.
     func attach(_ loop: Loop) { self.loop = loop }
@@ -20,7 +16,7 @@ final class LoopLink: @unchecked Sendable {
     /// The loop, for a call made after the item's lock is let go: unretained if it is the calling
     /// thread's loop (the thread keeps it alive until after its teardown), retained otherwise.
     var boundLoop: BoundLoop {
-        if let raw = pthread_getspecific(threadKey) {
+        if let raw = Platform.currentLoopPointer {
             let current = Unmanaged<Loop>.fromOpaque(raw)
             // Compared by link, not by address: a loop that died may have left its address to
             // another, but its link lives on in the items that hold it.

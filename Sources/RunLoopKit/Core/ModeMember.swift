@@ -8,9 +8,11 @@ protocol ModeMember: AnyObject {
     var membership: Membership { get set }
     /// Enters a mode's tables (it was not there); `sequence` orders it among the mode's items.
     func join(_ items: inout ModeItems, sequence: UInt64)
-    /// Leaves a mode's tables (it was there); returns heaps it left wholly stale, for the caller
-    /// to release after the lock.
-    func leave(_ items: inout ModeItems) -> [TimerHeap]
+    /// Leaves a mode's tables (it was there); heaps it left wholly stale go to `garbage`, for the
+    /// caller to release after the lock. (Appended rather than returned: an empty array was returned
+    /// and released on every removal. Callgrind, timer churn, with `ModeList.remove` inline: 1,624
+    /// → 1,561 instructions per timer.)
+    func leave(_ items: inout ModeItems, garbage: inout [TimerHeap])
     /// Forgets `loop` as its owner, after an add the ended loop refused.
     func unbind(from loop: Loop)
     /// The loop's thread exited: the item is invalidated.
@@ -47,17 +49,17 @@ extension LoopTimer: WordLockedItem {
         items.push(self, current, sequence: sequence)
     }
 
-    func leave(_ items: inout ModeItems) -> [TimerHeap] {
+    func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
         // Its tracked entry goes now; the others go stale (membership no longer names the mode).
         items.timerCount -= 1
         items.removeTrackedEntry(of: self)
         guard items.timerCount == 0, items.hasHeapEntries else {
             items.compactIfSparse()
-            return []
+            return
         }
         // No timer left, so every entry is stale: drop them now, so that a removed timer goes
         // with the caller's last reference to it.
-        return items.takeHeaps()
+        garbage.append(contentsOf: items.takeHeaps())
     }
 }
 
@@ -70,10 +72,9 @@ extension LoopObserver: WordLockedItem {
         items.recomputeObserverMask()
     }
 
-    func leave(_ items: inout ModeItems) -> [TimerHeap] {
+    func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
         items.observers.removeAll { $0 === self }
         items.recomputeObserverMask()
-        return []
     }
 }
 
@@ -82,9 +83,8 @@ extension LoopSource: WordLockedItem {
         items.sources.append(self)
     }
 
-    func leave(_ items: inout ModeItems) -> [TimerHeap] {
+    func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
         items.sources.removeAll { $0 === self }
-        return []
     }
 }
 
@@ -93,9 +93,8 @@ extension LoopDescriptorSource: ModeMember {
         items.descriptors[ObjectIdentifier(self)] = self
     }
 
-    func leave(_ items: inout ModeItems) -> [TimerHeap] {
+    func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
         items.descriptors[ObjectIdentifier(self)] = nil
-        return []
     }
 
     func loopDidTearDown() { invalidate() }

@@ -11,6 +11,15 @@ enum Platform {
     /// Whether the calling thread is the process's main thread (`gettid() == getpid()`).
     static var isMainThread: Bool { rlk_gettid() == getpid() }
 
+    /// The calling thread's loop, unretained, as `ThreadSlot.key` holds it: a thread-local copy,
+    /// because the key is read on every item added or removed (callgrind, `runloop-bench --filter
+    /// churn`: two `pthread_getspecific` calls were 34 of a timer's instructions).
+    @inline(__always)
+    static var currentLoopPointer: UnsafeMutableRawPointer? {
+        get { rlk_get_current_loop() }
+        set { rlk_set_current_loop(newValue) }
+    }
+
     /// Names the calling thread: `prctl(PR_SET_NAME)`, which keeps the first 15 bytes.
     static func setCurrentThreadName(_ name: String) {
         rlk_set_thread_name(name)
