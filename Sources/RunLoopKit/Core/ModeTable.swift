@@ -85,7 +85,8 @@ struct ModeTable {
     }
 
     /// Runs `body` on `mode`'s tables in place, creating them if needed. Every change to a mode's
-    /// tables goes through here or `withItems(in:)`, so it counts as a change.
+    /// tables goes through here, `withItems(in:)` or a removal (which bumps the version itself), so
+    /// it counts as a change.
     mutating func withItems<R>(of mode: Loop.Mode, _ body: (inout ModeItems) -> R) -> R {
         withItems(in: slotCreating(mode), body)
     }
