@@ -98,6 +98,24 @@ import Testing
         #expect(lateness[20] < .milliseconds(200), "max lateness \(lateness[20])")
     }
 
+    /// The loop's clock reads the time `ContinuousClock.now` does, in nanoseconds since the same
+    /// epoch: a read between two instants lies between their ticks (a different clock, unit or
+    /// epoch would put it outside, and a fire date compared with it would fire early or late).
+    @Test func theLoopClockReadsContinuousClockTime() {
+        for _ in 0..<1_000 {
+            let before = ContinuousClock.now
+            let ticks = TickClock.now
+            let after = ContinuousClock.now
+            guard TickClock.ticks(before) <= ticks, ticks <= TickClock.ticks(after) else {
+                Issue.record("ticks \(ticks) outside \(TickClock.ticks(before))...\(TickClock.ticks(after))")
+                return
+            }
+        }
+        let instant = ContinuousClock.now
+        #expect(TickClock.instant(TickClock.ticks(instant)) == instant)
+        #expect(TickClock.ticks(TickClock.origin) == 0)
+    }
+
     // MARK: Tolerance
 
     @Test(arguments: [Duration.milliseconds(2), .milliseconds(10), .milliseconds(30)])

@@ -66,6 +66,9 @@ final class Inbox: @unchecked Sendable {
     private let kick = Atomic<Bool>(false)
     /// True while the loop's thread sleeps in the kernel.
     private let asleep = Atomic<Bool>(false)
+    /// Whether `blocks` holds posts: set by the post that finds it empty and cleared by the swap
+    /// that empties it, both under the lock; read without it by the loop (`mayHavePosts`).
+    private let holdsPosts = Atomic<Bool>(false)
 
     init(descriptor: Int32) {
         self.descriptor = descriptor
@@ -100,6 +103,7 @@ final class Inbox: @unchecked Sendable {
         var mustWrite = false
         let accepted = locked {
             guard wake != .closed else { return false }
+            if blocks.isEmpty { holdsPosts.store(true, ordering: .relaxed) }
             blocks.append(moving.take()!)
             if wake == .idle || wake == .spinning, fromOtherThread() { mustWrite = claim(endsNextSleep: false) }
             return true
@@ -137,6 +141,12 @@ final class Inbox: @unchecked Sendable {
 
     /// Whether the loop's thread is asleep in the kernel (the answer may be stale).
     var isAsleep: Bool { asleep.load(ordering: .acquiring) }
+
+    /// Whether posts may be waiting, read without the lock. Loop thread: a false answer can only
+    /// be stale for a post that is landing now, which the next take sees (the take before every
+    /// sleep takes the lock whatever this says, so no post is slept on); a post that happened
+    /// before the read (ordered by a lock, a semaphore, program order) is always seen.
+    var mayHavePosts: Bool { holdsPosts.load(ordering: .relaxed) }
 
     /// Whether the loop is spinning before a sleep (for tests and diagnostics).
     var isSpinning: Bool { locked { wake == .spinning } }
@@ -187,6 +197,7 @@ final class Inbox: @unchecked Sendable {
     private func swapPosts() -> Bool {
         guard !blocks.isEmpty else { return false }
         blocks.exchange(with: spare)
+        holdsPosts.store(false, ordering: .relaxed)
         return true
     }
 
@@ -236,7 +247,10 @@ final class Inbox: @unchecked Sendable {
     /// After `close()`: the posts never taken, for the teardown to release (or run, for jobs).
     func takeOrphans() -> BlockBuffer {
         let orphans = BlockBuffer()
-        locked { orphans.exchange(with: blocks) }
+        locked {
+            orphans.exchange(with: blocks)
+            holdsPosts.store(false, ordering: .relaxed)
+        }
         return orphans
     }
 }

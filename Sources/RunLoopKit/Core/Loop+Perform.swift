@@ -85,6 +85,9 @@ extension Loop {
     /// Moves posted blocks to the pending ones. `consumedWakeUp`: the backend has read the
     /// eventfd, so the next post must write it again.
     func collectPosts(consumedWakeUp: Bool = false) {
+        // Nothing posted (most passes of a busy loop): no lock, and no reference count on the
+        // pending buffer. A consumed wake-up must reach the inbox's state machine regardless.
+        guard consumedWakeUp || inbox.mayHavePosts else { return }
         inbox.takePosts(into: onThread.pendingBlocks, consumedWakeUp: consumedWakeUp)
     }
 
@@ -94,7 +97,7 @@ extension Loop {
     func runBlocks(in mode: Mode) -> Bool {
         collectPosts()
         guard !onThread.pendingBlocks.isEmpty else { return false }
-        let modeIsCommon = view(of: mode).isCommon
+        let modeIsCommon = withView(of: mode) { $0.isCommon }
         // Set aside before running: a nested run inside a block must see only what is still
         // pending, and must not reach the buffer being drained.
         // An empty buffer to run from: the one kept for that, or (in a nested run) a new one.
@@ -154,7 +157,7 @@ extension Loop {
     /// ones other threads posted since).
     func hasPendingBlocks(for mode: Mode) -> Bool {
         guard !onThread.pendingBlocks.isEmpty else { return false }
-        let modeIsCommon = view(of: mode).isCommon
+        let modeIsCommon = withView(of: mode) { $0.isCommon }
         return onThread.pendingBlocks.contains { $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }
     }
 }

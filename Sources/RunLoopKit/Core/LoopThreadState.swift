@@ -14,7 +14,12 @@ struct LoopThreadState {
     /// Reused by each pass over signalled sources, so that it allocates nothing.
     var signalledScratch: [(source: LoopSource, since: UInt64)] = []
     /// What the iteration last read about its mode (see `Loop.view(of:)`).
-    var modeView: ModeView?
+    var modeView: ModeView? {
+        didSet { modeViewReference = modeView.map { Unmanaged.passUnretained($0) } }
+    }
+    /// `modeView` without a reference count of its own, for reads that take none (see
+    /// `Loop.withView(of:_:)`); `modeView` keeps it alive.
+    private(set) var modeViewReference: Unmanaged<ModeView>?
     /// Spinning before sleeping (see `Loop+Spin.swift`).
     var spin = SpinHistory()
     /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).

@@ -29,6 +29,15 @@ enum Platform {
     @inline(__always)
     static func cpuRelax() { rlk_cpu_relax() }
 
+    /// The clock `ContinuousClock` reads on Linux (`CLOCK_BOOTTIME`: monotonic, and counting a
+    /// suspended system's sleep), in nanoseconds since its epoch.
+    @inline(__always)
+    static func continuousClockNanoseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &now)
+        return Int64(now.tv_sec) &* 1_000_000_000 &+ Int64(now.tv_nsec)
+    }
+
     // MARK: Event and timer descriptors
 
     /// `eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)`: what other threads (and signal handlers) write to
