@@ -6,7 +6,7 @@ typealias Ticks = Int64
 
 enum TickClock {
     /// The instant of tick 0.
-    static var origin: ContinuousClock.Instant { ContinuousClock().systemEpoch }
+    static let origin = ContinuousClock().systemEpoch
 
     static func ticks(_ instant: ContinuousClock.Instant) -> Ticks {
         ticks(offset: instant - origin)
