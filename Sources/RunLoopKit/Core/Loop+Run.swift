@@ -251,11 +251,19 @@ extension Loop {
     func notify(_ activity: Activity, in mode: Mode) {
         instrumentPhase(activity, mode)
         guard withView(of: mode, { $0.observerMask.contains(activity) }) else { return }
-        // Held for the callouts: one may change the tables, which replaces the kept view.
+        // Held for the callouts: one may change the tables, which replaces the kept view. The
+        // view's array is immutable and keeps its observers alive while the view is held, so
+        // they are called without a reference count each (callgrind, six observers: 12 retains
+        // and releases a pass).
         let view = view(of: mode)
-        // The view's array: a callout that changes the tables replaces the view, not this array.
-        for observer in view.observers where observer.activities.contains(activity) {
-            callOut(.observer) { observer.callOut(activity) }
+        withExtendedLifetime(view) {
+            view.observers.withUnsafeBufferPointer { observers in
+                for index in observers.indices {
+                    let observer = Unmanaged.passUnretained(observers[index])
+                    guard observer._withUnsafeGuaranteedRef({ $0.activities.contains(activity) }) else { continue }
+                    callOut(.observer) { observer._withUnsafeGuaranteedRef { $0.callOut(activity) } }
+                }
+            }
         }
     }
 
