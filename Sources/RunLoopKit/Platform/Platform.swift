@@ -2,8 +2,8 @@ internal import CPlatform
 import Glibc
 
 /// The Linux calls RunLoopKit makes beyond libevent, each wrapped once (the C side is
-/// `Sources/CPlatform`): thread identity, eventfds and timerfds, descriptor checks, signal
-/// routing, sockets, pidfds and libdispatch's main-queue hooks. Any thread, unless a member says
+/// `Sources/CPlatform`): thread identity, the continuous clock, eventfds and timerfds, descriptor
+/// checks, signal routing, sockets, pidfds and libdispatch's main-queue hooks. Any thread, unless a member says
 /// otherwise.
 enum Platform {
     // MARK: Threads
