@@ -8,6 +8,23 @@ import Testing
 /// `schedule(after:)`: a block for later, once, in its modes, never early, cancellable from any
 /// thread with a clear answer.
 @Suite struct ScheduleTests {
+    /// Delays and tolerances become whole nanoseconds: truncated, negative ones zero, huge ones
+    /// clamped (never trapping, never wrapping).
+    @Test func delaysBecomeWholeNanoseconds() {
+        #expect(Duration.zero.saturatingNanoseconds == 0)
+        #expect(Duration.milliseconds(1_500).saturatingNanoseconds == 1_500_000_000)
+        #expect(
+            (Duration.nanoseconds(7) + .init(secondsComponent: 0, attosecondsComponent: 999_999_999))
+                .saturatingNanoseconds == 7)
+        #expect(Duration.milliseconds(-500).saturatingNanoseconds == 0)
+        #expect(Duration.nanoseconds(-1).saturatingNanoseconds == 0)
+        #expect(
+            Duration.seconds(Int64.max / 1_000_000_000).saturatingNanoseconds == Int64.max / 1_000_000_000
+                * 1_000_000_000)
+        #expect(Duration.seconds(Int64.max).saturatingNanoseconds == .max)
+        #expect(Duration.nanoseconds(Int64.max).saturatingNanoseconds == .max)
+    }
+
     @Test func runsOnceOnTheLoopThreadNeverEarly() {
         let (runs, onLoopThread, elapsed, result) = onFreshThread {
             let loop = Loop.current
