@@ -164,7 +164,9 @@ import Testing
     @Test func aLoopDrivenByAFastTimerDoesNotSpin() {
         let (cpu, elapsed) = Self.timerDrivenLoop(interval: .milliseconds(2), fires: 150)
         // Spinning up to each fire would keep the thread busy for the whole run (about 300 ms).
-        #expect(cpu < elapsed / 3, "the loop used \(cpu) of CPU in \(elapsed)")
+        // Half of it is the bound: the 150 passes alone, under AddressSanitizer beside the rest of
+        // the suite on two cores, once took 114 ms of CPU in 329 ms.
+        #expect(cpu < elapsed / 2, "the loop used \(cpu) of CPU in \(elapsed)")
     }
 
     /// Posts that come just after the spin window: spinning never catches one, so the loop stops
