@@ -10,6 +10,7 @@
 // MARK: Post throughput
 
 typedef struct {
+    long long refs;  // counted posts only: as a Swift object's header, beside the count
     long long target;
     long long count;  // loop thread only
     double end;
@@ -30,6 +31,22 @@ void raw_typical_run(const raw_typical *values) {
     tally->sum += values->index * values->weight + values->producer;
     tally->count++;
     post_item(values->counter);
+    if (values->counted) {
+        raw_peer_release(&tally->refs);
+        raw_peer_release(&((post_state *)values->counter)->refs);
+    }
+}
+
+void raw_peer_retain(long long *refs) {
+    long long old = __atomic_load_n(refs, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(refs, &old, old + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+void raw_peer_release(long long *refs) {
+    long long old = __atomic_load_n(refs, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(refs, &old, old - 1, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    }
 }
 
 typedef struct {
@@ -54,7 +71,11 @@ static void *producer_main(void *arg) {
     const raw_loop_ops *ops = args->ops;
     if (args->typical) {
         for (long long i = 0; i < args->blocks; i++) {
-            raw_typical values = {args->state, &args->tally, i, i & 7, args->producer};
+            raw_typical values = {args->state, &args->tally, i, i & 7, args->producer, args->typical == 2};
+            if (values.counted) {
+                raw_peer_retain(&args->tally.refs);
+                raw_peer_retain(&args->state->refs);
+            }
             ops->post_typical(args->loop, &values);
         }
     } else {
@@ -141,7 +162,10 @@ raw_post_result raw_peer_post_throughput(const raw_peer *peer, int producers, lo
     if (!ops->stop(loop)) return result;
     int pinned = 1;
     for (int p = 0; p < producers; p++) pinned = pinned && args[p].pinned;
-    result.ok = done && pinned;
+    // Counted posts: every reference a producer added was dropped after its block ran.
+    int balanced = state->refs == 0;
+    for (int p = 0; p < producers; p++) balanced = balanced && args[p].tally.refs == 0;
+    result.ok = done && pinned && balanced;
     result.seconds = state->end - start;
     result.count = state->count;
     raw_latch_destroy(&state->done);

@@ -34,8 +34,9 @@ enum CommandLineTool {
                              keys: \(BenchmarkSize.keys.joined(separator: ", "))
           --placement WHERE  where the post workload's threads run: scheduler (the default), apart
                              (loop thread and producers pinned to two processors) or together (all on one)
-          --post-floor [N [BLOCKS]]  only the typical-closure posts, against a bare locked queue of
-                             Swift closures (no loop): N repetitions (5) of BLOCKS blocks (500000)
+          --post-floor [N [BLOCKS]]  only the typical-closure posts, beside what separates their costs
+                             (a bare locked queue of the closures, the objects unretained, libuv's
+                             item with reference counts): N repetitions (5) of BLOCKS blocks (500000)
           --from-json PATH   measure nothing: print the table of a saved JSON report and redraw its charts
           --list             list the workloads and exit
           -h, --help         this text

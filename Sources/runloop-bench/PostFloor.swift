@@ -1,34 +1,61 @@
+import CRawLibuv
+import CRawPeer
 import Dispatch
 import Foundation
 import RunLoopKit
+import Synchronization
 
 /// `runloop-bench --post-floor [REPETITIONS [BLOCKS]]`: the typical-closure post rows (workload
-/// 1) against the least any Swift code can do to hand the same closures to another thread:
-/// producers append them to one array under a pthread mutex (`Locked`: libuv's idiom, a locked
-/// queue; `Synchronization.Mutex` is invisible to ThreadSanitizer), and a thread that never sleeps
-/// swaps the array out, runs the closures and releases them. No wake-up, no loop: what is left is
-/// the closure itself (its context allocated by the producer and freed by the consumer, the two
-/// captured objects retained and released on two threads) and one lock. Next to it, RunLoopKit
-/// with the same closure, with the same closure capturing its two objects unretained (the context
-/// is still allocated and freed, but no reference count changes), and libuv's malloc'd item; all
-/// in the same repetitions, alternating; the figures are medians with their range.
+/// 1) with what separates their costs, all in the same repetitions, alternating; the figures are
+/// medians with their range:
+/// - a bare locked queue: producers append the same closures to one array under a pthread mutex
+///   (`Locked`: libuv's idiom; `Synchronization.Mutex` is invisible to ThreadSanitizer), and a
+///   thread that never sleeps swaps the array out and moves each closure out to run it (a copy
+///   would retain its context). No wake-up, no loop: the closure and one lock;
+/// - RunLoopKit with the typical closure;
+/// - the same closure capturing its two objects unretained: its context is still allocated on
+///   the producer and freed on the loop thread, but no reference count changes;
+/// - libuv's malloc'd item with the same values, each of its two objects given a reference count
+///   in its first cache line, changed as Swift changes the captured objects' counts (added on the
+///   producer before the post, dropped on the loop thread after the work, with the runtime's
+///   compare-and-swap loop): what those counts cost without Swift;
+/// - libuv's malloc'd item as in workload 1.
+///
+/// `--placement apart` or `together` (after the counts) pins every row's threads as in workload
+/// 1: on two cores the scheduler's own placement changes from one repetition to the next, and
+/// with it a row's figure by up to four times.
 enum PostFloor {
     static let flag = "--post-floor"
 
     static func main(_ arguments: [String]) -> Int32 {
-        let repetitions = arguments.count >= 1 ? Int(arguments[0]) : 5
-        let blocks = arguments.count >= 2 ? Int(arguments[1]) : BenchmarkSize.full.postBlocks
-        guard arguments.count <= 2, let repetitions, let blocks, repetitions > 0, blocks > 0 else {
-            print("usage: runloop-bench \(flag) [REPETITIONS [BLOCKS]]")
-            return 2
+        var counts = arguments
+        var placement = PostPlacement.scheduler
+        if counts.count >= 2, counts[counts.count - 2] == "--placement" {
+            guard let chosen = PostPlacement(rawValue: counts[counts.count - 1]) else { return usage() }
+            placement = chosen
+            counts.removeLast(2)
         }
-        print("typical-closure posts, \(blocks) blocks, \(repetitions) repetitions (blocks/s: median, min–max)")
+        let repetitions = counts.count >= 1 ? Int(counts[0]) : 5
+        let blocks = counts.count >= 2 ? Int(counts[1]) : BenchmarkSize.full.postBlocks
+        guard counts.count <= 2, let repetitions, let blocks, repetitions > 0, blocks > 0 else { return usage() }
+        guard case .success(let processors) = placement.processors() else {
+            print("runloop-bench: no processors to pin to for --placement \(placement.rawValue)")
+            return 1
+        }
+        print(
+            "typical-closure posts, \(blocks) blocks, \(repetitions) repetitions, placement \(placement.rawValue)"
+                + " (blocks/s: median, min–max)")
         let rows: [(name: String, run: (Int) -> Double?)] = [
-            ("bare locked queue", { floor(producers: $0, blocks: blocks) }),
-            ("RunLoopKit", { rate(.runLoopKit, .typical, producers: $0, blocks: blocks) }),
-            ("  unretained", { rate(.runLoopKit, .typicalUnretained, producers: $0, blocks: blocks) }),
-            ("libuv", { rate(.libuv, .typical, producers: $0, blocks: blocks) }),
+            ("bare locked queue", { floor(producers: $0, blocks: blocks, pinnedTo: processors) }),
+            ("RunLoopKit", { rate(.runLoopKit, .typical, producers: $0, blocks: blocks, pinnedTo: processors) }),
+            (
+                "  unretained",
+                { rate(.runLoopKit, .typicalUnretained, producers: $0, blocks: blocks, pinnedTo: processors) }
+            ),
+            ("libuv, counted", { countedLibuvRate(producers: $0, blocks: blocks, pinnedTo: processors) }),
+            ("libuv", { rate(.libuv, .typical, producers: $0, blocks: blocks, pinnedTo: processors) }),
         ]
+        var failed = false
         for producers in [1, 4] {
             var figures = [[Double]](repeating: [], count: rows.count)
             for _ in 0..<repetitions {
@@ -36,6 +63,13 @@ enum PostFloor {
                     if let rate = row.run(producers) { figures[index].append(rate) }
                 }
             }
+            for (row, values) in zip(rows, figures) where values.count < repetitions {
+                print(
+                    "runloop-bench: \(row.name.trimmingCharacters(in: .whitespaces)), \(producers) producers: "
+                        + "\(repetitions - values.count) of \(repetitions) repetitions failed")
+                failed = true
+            }
+            guard !figures[rows.count - 1].isEmpty else { continue }
             let libuv = Stats.median(figures[rows.count - 1])
             print("\(producers) producer\(producers == 1 ? "" : "s"):")
             for (row, values) in zip(rows, figures) where !values.isEmpty {
@@ -46,42 +80,67 @@ enum PostFloor {
                         + String(format: "%.2f× libuv", median / libuv))
             }
         }
-        return 0
+        return failed ? 1 : 0
+    }
+
+    private static func usage() -> Int32 {
+        print("usage: runloop-bench \(flag) [REPETITIONS [BLOCKS]] [--placement scheduler|apart|together]")
+        return 2
     }
 
     private static func rate(
-        _ implementation: Implementation, _ capture: PostCapture, producers: Int, blocks: Int
+        _ implementation: Implementation, _ capture: PostCapture, producers: Int, blocks: Int,
+        pinnedTo processors: PostProcessors?
     ) -> Double? {
         let outcome = implementation.contender.postThroughput(
-            producers: producers, blocks: blocks, capture: capture, pinnedTo: nil, timeout: 60)
+            producers: producers, blocks: blocks, capture: capture, pinnedTo: processors, timeout: 60)
         guard case .success(let rate) = outcome else { return nil }
         return rate
+    }
+
+    /// libuv's typical item, its two objects' reference counts changed as a Swift closure's
+    /// captures are: the cost of those counts alone, without Swift. Nil (a failed repetition) if
+    /// the counts did not come back to zero.
+    private static func countedLibuvRate(producers: Int, blocks: Int, pinnedTo processors: PostProcessors?)
+        -> Double?
+    {
+        let result = raw_peer_post_throughput(
+            LibuvContender.peer, Int32(producers), Int64(blocks), 2, 60, processors?.loop ?? -1,
+            processors?.producers ?? -1)
+        guard result.ok != 0, result.seconds > 0 else { return nil }
+        return Double(result.count) / result.seconds
     }
 
     private static func format(_ rate: Double) -> String { String(format: "%.2f M", rate / 1e6) }
 
     /// Blocks per second through the bare queue, from the first producer's start to the last
     /// block run.
-    private static func floor(producers: Int, blocks: Int) -> Double {
-        let queue = Locked<[@Sendable () -> Void]>([])
+    private static func floor(producers: Int, blocks: Int, pinnedTo processors: PostProcessors?) -> Double? {
+        // Optional, so that the consumer can move each closure out and leave nil behind.
+        let queue = Locked<[(@Sendable () -> Void)?]>([])
         let counter = PostCounter(target: blocks)
         let line = StartLine(parties: producers + 2)
+        let unpinned = Atomic<Int>(0)
         let consumer = NativeThread {
+            if let processors, !pinCurrentThread(to: processors.loop) { unpinned.add(1, ordering: .relaxed) }
             line.wait()
-            var batch: [@Sendable () -> Void] = []
+            var batch: [(@Sendable () -> Void)?] = []
             while counter.done.wait(timeout: .now()) != .success {
                 queue.withLock { swap(&$0, &batch) }
                 if batch.isEmpty {
                     sched_yield()
                     continue
                 }
-                for block in batch { block() }
+                for index in batch.indices { batch[index].take()!() }
                 batch.removeAll(keepingCapacity: true)
             }
         }
         let threads = (0..<producers).map { index in
             let share = blocks / producers + (index == 0 ? blocks % producers : 0)
             return NativeThread {
+                if let processors, !pinCurrentThread(to: processors.producers) {
+                    unpinned.add(1, ordering: .relaxed)
+                }
                 line.wait()
                 counter.started(monotonicSeconds())
                 postTypical(share, producer: index, counter: counter) { block in
@@ -92,6 +151,6 @@ enum PostFloor {
         line.wait()
         for thread in threads { _ = thread.join(timeout: 60) }
         _ = consumer.join(timeout: 60)
-        return counter.blocksPerSecond
+        return unpinned.load(ordering: .relaxed) == 0 ? counter.blocksPerSecond : nil
     }
 }

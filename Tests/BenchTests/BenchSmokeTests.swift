@@ -265,7 +265,8 @@ import Testing
     }
 
     /// `--post-floor`: every row is measured (the unretained variant through RunLoopKit's own
-    /// post path), and bad arguments are a usage error.
+    /// post path; a row that fails, such as counted libuv posts whose counts do not come back to
+    /// zero, makes it exit 1), and bad arguments are a usage error.
     @Test func postFloorRuns() {
         for producers in [1, 4] {
             let outcome = RunLoopKitContender.postThroughput(
@@ -277,8 +278,15 @@ import Testing
             #expect(rate > 0)
         }
         #expect(PostFloor.main(["1", "2000"]) == 0)
+        // Pinned apart where the process may use two processors; refused with 1 where it may not.
+        let apart = PostFloor.main(["1", "2000", "--placement", "apart"])
+        let twoProcessors: Bool
+        if case .success = PostPlacement.apart.processors() { twoProcessors = true } else { twoProcessors = false }
+        #expect(apart == (twoProcessors ? 0 : 1))
         #expect(PostFloor.main(["0"]) == 2)
         #expect(PostFloor.main(["1", "many"]) == 2)
+        #expect(PostFloor.main(["1", "2000", "--placement", "sideways"]) == 2)
+        #expect(PostFloor.main(["--placement", "apart", "1"]) == 2)
     }
 
     @Test func commandLineOptions() throws {

@@ -61,6 +61,9 @@ typedef int (*raw_fn)(void *context);
 /// The typical post's payload: what a block capturing two objects and three integers carries.
 /// The loop thread does a little work with it (`raw_typical_run`) and frees the peer's item.
 typedef struct raw_tally {
+    /// A reference count in the object's first cache line, as a Swift object's header has one:
+    /// changed only by counted posts (`raw_peer_post_throughput`'s `typical` 2).
+    long long refs;
     long long sum;
     long long count;
 } raw_tally;
@@ -69,7 +72,18 @@ typedef struct {
     void *counter;     ///< the run's counter
     raw_tally *tally;  ///< the producer's tally
     long long index, weight, producer;
+    /// Counted post: the producer added a reference to both objects (`raw_peer_retain`) and
+    /// the work drops them after it ran (`raw_peer_release`).
+    long long counted;
 } raw_typical;
+
+/// Adds one to `*refs` the way the Swift runtime retains an object: a compare-and-swap loop on
+/// the count word (`swift_retain`), not a locked add, so that a contended word costs what it
+/// costs the runtime.
+void raw_peer_retain(long long *refs);
+/// Takes one from `*refs` the way the Swift runtime releases an object (a release-ordered
+/// compare-and-swap loop).
+void raw_peer_release(long long *refs);
 
 /// The work of a typical post, on the loop thread: adds to the tally, then counts the item.
 void raw_typical_run(const raw_typical *values);
@@ -134,7 +148,10 @@ typedef struct {
 raw_timers_result raw_timers_outcome(int fired, int count, double start, double end, double first);
 
 /// Post throughput: `producers` threads post `blocks` items in total to one loop, each a plain
-/// (function, context) pair, or with `typical`, a typical payload. `loop_cpu` and `producer_cpu`:
+/// (function, context) pair, or with `typical` 1, a typical payload; `typical` 2: the typical
+/// payload with a reference count on each of its two objects, added on the producer and dropped
+/// after the work on the loop thread, as a Swift closure capturing them retains and releases
+/// them (`runloop-bench --post-floor`). `loop_cpu` and `producer_cpu`:
 /// the processors to pin the loop thread and the producers to, or -1 to leave them to the
 /// scheduler (`ok` is 0 if pinning fails).
 raw_post_result raw_peer_post_throughput(const raw_peer *peer, int producers, long long blocks, int typical,
