@@ -166,16 +166,48 @@ import Testing
         #expect(counter.value == 1)
     }
 
-    /// Scheduling and cancelling many leaves a bounded queue behind (cancelled ones are compacted).
-    @Test func manyCancelledBlocksDoNotPileUp() {
+    /// A cancelled block leaves the queue at once: scheduling and cancelling many leaves nothing
+    /// behind, and the handle goes with the caller's last reference.
+    @Test func cancelledBlocksLeaveTheQueueAtOnce() {
         let thread = LoopThread(name: "churn")
         defer { thread.stop() }
         for _ in 0..<100_000 {
             thread.loop.schedule(after: .seconds(60)) {}.cancel()
         }
-        let queued = thread.loop.scheduledQueue.withLock { $0.heap.count }
-        #expect(queued <= 200)
+        #expect(thread.loop.scheduledQueue.withLock { $0.heap.count } == 0)
         #expect(thread.loop.scheduledPending.load(ordering: .acquiring) == 0)
+        weak var released: LoopScheduled?
+        do {
+            let handle = thread.loop.schedule(after: .seconds(60)) {}
+            released = handle
+            handle.cancel()
+        }
+        #expect(released == nil)
+    }
+
+    /// Cancelling blocks from the middle of the queue keeps the others in order: every block left
+    /// runs, earliest first, and no cancelled one runs.
+    @Test func cancellingFromTheMiddleKeepsTheRestInOrder() {
+        let loop = Loop.current
+        let ran = Locked<[Int]>([])
+        var handles: [LoopScheduled] = []
+        // Delays in a scrambled order, so that entries sit all over the heap.
+        let delays = (0..<200).map { ($0 * 73) % 200 }
+        for (index, delay) in delays.enumerated() {
+            handles.append(loop.schedule(after: .microseconds(delay * 10)) { ran.withLock { $0.append(index) } })
+        }
+        for index in stride(from: 0, to: delays.count, by: 3) { handles[index].cancel() }
+        let kept = delays.indices.filter { $0 % 3 != 0 }
+        #expect(loop.scheduledQueue.withLock { $0.heap.count } == kept.count)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ran.withLock({ $0.count }) < kept.count && ContinuousClock.now < deadline {
+            loop.run(mode: .default, for: .milliseconds(50))
+        }
+        // The order of their times (each read from the clock as it was scheduled), ties in
+        // scheduling order.
+        let expected = kept.sorted { (handles[$0].latestTicks, $0) < (handles[$1].latestTicks, $1) }
+        #expect(ran.withLock { $0 } == expected)
+        #expect(handles.indices.allSatisfy { handles[$0].isCancelled == ($0 % 3 == 0) })
     }
 
     @Test func noModesIsAProgrammerError() async {

@@ -33,9 +33,9 @@ public final class LoopScheduled: @unchecked Sendable {
         case notQueued
         /// In the queue, waiting for its time.
         case queued
-        /// Still in the queue, but cancelled and counted as such: dropped when the queue compacts.
-        case queuedCancelled
     }
+    /// Where its entry is in its loop's queue heap (-1: not there); guarded by the queue's lock.
+    @exclusivity(unchecked) var heapIndex = -1
     /// The loop, held weakly through its link: a weak reference of the handle's own would form a
     /// side table per schedule (callgrind, `runloop-bench --filter 14`: about 90 instructions and
     /// an allocation of each `schedule` and `cancel`).

@@ -44,6 +44,17 @@ struct TickHeap<Element: TickHeapElement> {
     var count: Int { entries.count }
     var top: Entry? { entries.first }
 
+    /// The top entry's key and element, read in place: `top` copies the entry, a retain and a
+    /// release of its element (four atomic operations of each `schedule(after:)` and `cancel()`,
+    /// which publish the top after every change).
+    var topKey: Ticks? { entries.isEmpty ? nil : entries[0].key }
+
+    /// Whether `element` is the top entry's element.
+    func isTop(_ element: Element) -> Bool { !entries.isEmpty && entries[0].element === element }
+
+    /// `read` applied to the top entry's element in place, or nil if the heap is empty.
+    func readTopElement<R>(_ read: (Element) -> R) -> R? { entries.isEmpty ? nil : read(entries[0].element) }
+
     mutating func push(
         _ key: Ticks, _ sequence: UInt64, _ element: Element, _ generation: UInt64 = 0, tracked: Bool = false
     ) {
