@@ -3,6 +3,7 @@
 
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,14 +131,23 @@ static int sock_call_run(const raw_peer *peer, sock_call *call, int closing) {
 }
 
 /// Runs `run` on two loops of `peer` (server, clients); with `rss_delta`, the RSS growth from
-/// before the clients open to the state reached. `ok` 0 on failure or timeout.
+/// before the clients open to the state reached. `ok` 0 on failure or timeout, `failure` saying
+/// which step failed.
 static raw_sock_result sock_drive(const raw_peer *peer, raw_sock_run *run, double timeout, long long *rss_delta) {
-    raw_sock_result result = {0, 0, 0, 0};
-    if (!peer->sockets) return result;
+    raw_sock_result result = {0, 0, 0, 0, NULL, 0};
+    if (!peer->sockets) {
+        result.failure = "no socket workloads on this peer";
+        return result;
+    }
     raw_latch_init(&run->reached);
     int listen_fd = sock_listen(&run->address);
+    if (listen_fd < 0) {
+        result.error = errno;
+        result.failure = "could not listen on 127.0.0.1";
+    }
     void *server_loop = listen_fd >= 0 ? peer->loop.start() : NULL;
     void *client_loop = server_loop ? peer->loop.start() : NULL;
+    if (listen_fd >= 0 && !client_loop) result.failure = "a loop thread did not start";
     if (client_loop) {
         sock_call server = {peer->sockets, run, server_loop, listen_fd, NULL, 0, {0}};
         sock_call clients = {peer->sockets, run, client_loop, -1, NULL, 0, {0}};
@@ -147,19 +157,39 @@ static raw_sock_result sock_drive(const raw_peer *peer, raw_sock_run *run, doubl
             int opened = sock_call_run(peer, &clients, 0);
             int reached = opened && raw_latch_wait(&run->reached, timeout);
             if (rss_delta) *rss_delta = raw_rss_bytes() - before;
-            if (opened) sock_call_run(peer, &clients, 1);
-            sock_call_run(peer, &server, 1);
+            if (!opened) {
+                result.failure = "the clients' loop did not run their set-up within 10 s";
+            } else if (!reached) {
+                result.failure = "the run did not reach its end within the timeout";
+            }
+            if (opened && !sock_call_run(peer, &clients, 1) && reached) {
+                result.failure = "the clients' loop did not close them within 10 s";
+                reached = 0;
+            }
+            if (!sock_call_run(peer, &server, 1) && reached) {
+                result.failure = "the server's loop did not close it within 10 s";
+                reached = 0;
+            }
             result.ok = reached;
             result.seconds = run->end - run->start;
-            result.count = run->kind == RAW_SOCK_BULK ? run->received : run->completed;
+            result.count = run->kind == RAW_SOCK_BULK  ? run->received
+                           : run->kind == RAW_SOCK_IDLE ? __atomic_load_n(&run->connected, __ATOMIC_ACQUIRE)
+                                                        : run->completed;
         } else {
+            result.failure = "the server's loop did not run its set-up within 10 s";
             close(listen_fd);
         }
     } else if (listen_fd >= 0) {
         close(listen_fd);
     }
-    if (client_loop && !peer->loop.stop(client_loop)) result.ok = 0;
-    if (server_loop && !peer->loop.stop(server_loop)) result.ok = 0;
+    if (client_loop && !peer->loop.stop(client_loop) && result.ok) {
+        result.failure = "the clients' loop did not stop within 10 s";
+        result.ok = 0;
+    }
+    if (server_loop && !peer->loop.stop(server_loop) && result.ok) {
+        result.failure = "the server's loop did not stop within 10 s";
+        result.ok = 0;
+    }
     raw_latch_destroy(&run->reached);
     return result;
 }
@@ -200,8 +230,11 @@ raw_sock_result raw_peer_echo(const raw_peer *peer, int connections, int round_t
 }
 
 raw_sock_result raw_peer_idle_connections(const raw_peer *peer, int connections, double timeout_seconds) {
-    raw_sock_result result = {0, 0, 0, 0};
-    if (raw_raise_descriptor_limit() < 2LL * connections + 64) return result;
+    raw_sock_result result = {0, 0, 0, 0, NULL, 0};
+    if (raw_raise_descriptor_limit() < 2LL * connections + 64) {
+        result.failure = "fewer descriptors allowed than the connections need";
+        return result;
+    }
     raw_sock_run *run = calloc(1, sizeof *run);
     if (!run) abort();
     run->kind = RAW_SOCK_IDLE;

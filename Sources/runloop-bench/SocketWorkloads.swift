@@ -1,5 +1,6 @@
 import CRawPeer
 import Dispatch
+import Glibc
 
 // The server I/O workloads, over loopback TCP: bulk throughput, request/response round trips and
 // memory per idle connection. RunLoopKit's side is in RunLoopKitSockets.swift, raw libevent's in
@@ -190,9 +191,18 @@ extension LibuvContender: SocketContender {}
 extension GLibContender: SocketContender {}
 
 extension CPeerContender {
+    /// Why a socket run failed, from the step the driver names and how far the run got.
+    private static func failure(of result: raw_sock_result, progress: String) -> BenchError {
+        let step = result.failure.map { String(cString: $0) } ?? "no figure measured"
+        let error = result.error != 0 ? " (\(String(cString: strerror(result.error))))" : ""
+        return BenchError(reason: "\(step)\(error); \(progress) \(result.count)")
+    }
+
     static func bulk(bytes: Int, chunk: Int, timeout: Double) -> Outcome<Double> {
         let result = raw_peer_bulk(peer, Int64(bytes), Int32(chunk), timeout)
-        guard result.ok != 0, result.seconds > 0 else { return .failure(.timedOut) }
+        guard result.ok != 0, result.seconds > 0 else {
+            return .failure(failure(of: result, progress: "bytes received of \(bytes):"))
+        }
         return .success(result.seconds)
     }
 
@@ -203,14 +213,16 @@ extension CPeerContender {
         let result = times.withUnsafeMutableBufferPointer { buffer in
             raw_peer_echo(peer, Int32(connections), Int32(roundTrips), Int32(message), buffer.baseAddress, timeout)
         }
-        guard result.ok != 0, result.seconds > 0 else { return .failure(.timedOut) }
+        guard result.ok != 0, result.seconds > 0 else {
+            return .failure(failure(of: result, progress: "round trips completed of \(connections * roundTrips):"))
+        }
         return .success((result.seconds, times))
     }
 
     static func memoryPerConnection(count: Int, timeout: Double) -> Outcome<Double> {
         let result = raw_peer_idle_connections(peer, Int32(count), timeout)
         guard result.ok != 0 else {
-            return .failure(BenchError(reason: "timed out, or fewer than \(2 * count + 64) descriptors allowed"))
+            return .failure(failure(of: result, progress: "connections of \(count) opened:"))
         }
         return .success(result.bytes_per_connection)
     }

@@ -97,6 +97,18 @@ import Testing
         }
     }
 
+    /// A C peer's socket run that fails says which step failed and how far it got: here a bulk
+    /// run of 1 GiB given 1 ms.
+    @Test func aFailedSocketRunSaysWhy() {
+        let outcome = LibeventContender.bulk(bytes: 1 << 30, chunk: 64 * 1024, timeout: 0.001)
+        guard case .failure(let error) = outcome else {
+            Issue.record("1 GiB in 1 ms: \(outcome)")
+            return
+        }
+        #expect(
+            error.reason.hasPrefix("the run did not reach its end within the timeout; bytes received of 1073741824:"))
+    }
+
     /// Bulk throughput, round trips and memory per idle connection over loopback TCP.
     @Test(arguments: BenchSmokeTests.socketImplementations)
     func socketFiguresAreSane(_ implementation: Implementation) throws {

@@ -79,6 +79,9 @@ typedef struct {
     double seconds;
     long long count;  ///< bytes received, round trips completed, or connections opened
     double bytes_per_connection;  ///< idle connections: the RSS growth per connection
+    /// With `ok` 0: which step failed (a static string), and `errno` where a system call did.
+    const char *failure;
+    int error;
 } raw_sock_result;
 
 /// `bytes` over one connection in `chunk`-byte writes, the sender respecting the 64 KiB / 256 KiB
