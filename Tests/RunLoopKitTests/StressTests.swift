@@ -41,6 +41,46 @@ import Testing
         #expect(next == [Int](repeating: perProducer, count: producers))
     }
 
+    /// Four threads schedule blocks a few hundred microseconds ahead on one loop and cancel every
+    /// other one, while the loop fires the rest: the queue's entries move under every thread's
+    /// feet (cancels take entries out of the middle of its heap, the loop pops its top). Every
+    /// block whose cancel failed runs exactly once, none whose cancel succeeded runs, and the
+    /// queue is empty at the end.
+    @Test func scheduledBlocksCancelledFromOtherThreadsWhileTheLoopFires() {
+        let threads = 4
+        let perThread = Self.full ? 200_000 : 10_000
+        let thread = LoopThread(name: "stress-schedule")
+        defer { thread.stop() }
+        let runs = (0..<threads).map { _ in Locked([UInt8](repeating: 0, count: perThread)) }
+        let cancelled = (0..<threads).map { _ in Locked([Bool](repeating: false, count: perThread)) }
+        DispatchQueue.concurrentPerform(iterations: threads) { worker in
+            for index in 0..<perThread {
+                let handle = thread.loop.schedule(after: .microseconds((index * 37) % 500)) {
+                    runs[worker].withLock { $0[index] &+= 1 }
+                }
+                if index & 1 == 0 {
+                    handle.cancel()
+                    cancelled[worker].withLock { $0[index] = handle.isCancelled }
+                }
+            }
+        }
+        // Every block is due within half a millisecond of the last schedule: wait for the loop to
+        // have run them all (or for the queue to be empty, whichever says it first).
+        let deadline = ContinuousClock.now + .seconds(60)
+        while thread.loop.scheduledQueue.withLock({ $0.heap.count }) > 0 && ContinuousClock.now < deadline {
+            usleep(1_000)
+        }
+        _ = try? awaitOnLoop(thread.loop) { 0 }  // the last due blocks have run
+        #expect(thread.loop.scheduledQueue.withLock { $0.heap.count } == 0)
+        #expect(thread.loop.scheduledPending.load(ordering: .acquiring) == 0)
+        for worker in 0..<threads {
+            let ran = runs[worker].withLock { $0 }
+            let wasCancelled = cancelled[worker].withLock { $0 }
+            let wrong = (0..<perThread).filter { ran[$0] != (wasCancelled[$0] ? 0 : 1) }
+            #expect(wrong.isEmpty, "thread \(worker): \(wrong.count) blocks ran the wrong number of times")
+        }
+    }
+
     /// Repeating timers invalidated from other threads while they fire: every timer stops, none
     /// fires after its invalidation returned, and the loop keeps serving.
     @Test func timersInvalidatedFromOtherThreadsWhileFiring() {
