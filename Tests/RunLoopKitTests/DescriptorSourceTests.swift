@@ -224,9 +224,10 @@ final class SocketPair: Sendable {
         var cleanup: (() -> Void)?
         switch kind {
         case "closed":
-            let pair = SocketPair()
-            descriptor = dup(pair.left)
-            close(descriptor)
+            // A number no descriptor can have (far above any descriptor limit): one closed here
+            // could be reused at once by a test running in parallel (it was, under
+            // AddressSanitizer, and the source was then created on it).
+            descriptor = Int32.max - 1
         case "negative":
             descriptor = -5
         case "regular file":
