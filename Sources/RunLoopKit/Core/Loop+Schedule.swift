@@ -109,11 +109,13 @@ extension Loop {
         scheduledQueue.withLock { queue in
             while let key = queue.heap.topKey, key <= now || queue.heap.readTopElement({ $0.fireTicks <= now })! {
                 guard let handle = queue.heap.pop()?.element else { break }
-                if handle.queueState == .queued {
-                    if handle.modes == nil { queue.commonCount -= 1 } else { queue.namedCount -= 1 }
-                    // Cancelled after this (before it runs): its run finds it cancelled.
-                    onThread.pendingBlocks.append(LoopBlock(modes: handle.modes, body: .scheduled(handle)))
-                }
+                // A cancel takes its entry out of the heap, so every entry here is still queued.
+                assert(
+                    handle.queueState == .queued,
+                    "RunLoopKit: a scheduled block left in the heap after leaving the queue")
+                if handle.modes == nil { queue.commonCount -= 1 } else { queue.namedCount -= 1 }
+                // Cancelled after this (before it runs): its run finds it cancelled.
+                onThread.pendingBlocks.append(LoopBlock(modes: handle.modes, body: .scheduled(handle)))
                 handle.queueState = .notQueued
             }
             publishScheduledTop(queue)
