@@ -16,9 +16,9 @@ import Testing
         deinit { Token.live.withLock { $0 -= 1 } }
     }
 
-    private static func block(_ value: Int, modes: [Loop.Mode]? = nil, into output: Recorder<Int>) -> LoopBlock {
+    private static func block(_ value: Int, into output: Recorder<Int>) -> LoopBlock {
         let token = Token(value)
-        return LoopBlock(modes: modes, body: .closure { output.append(token.value) })
+        return LoopBlock(.closure { output.append(token.value) })
     }
 
     /// Runs every block of `buffer` the way the loop does: moved out of its slot, then called.
@@ -53,14 +53,15 @@ import Testing
         do {
             let pending = BlockBuffer()
             for value in 0..<100 {
-                pending.append(Self.block(value, modes: value % 3 == 0 ? [.tracking] : nil, into: output))
+                pending.append(Self.block(value, into: output), modes: value % 3 == 0 ? [.tracking] : nil)
             }
             let runnable = BlockBuffer(capacity: 1)
-            pending.move(where: { $0.modes == nil }, to: runnable)
+            pending.move(where: { $0 == nil }, to: runnable)
             #expect(runnable.count == 66)
-            #expect(pending.count == 34)
-            #expect(pending.allSatisfy { $0.modes == [.tracking] })
-            #expect(!runnable.contains { $0.modes != nil })
+            // 34 blocks, each after the slot holding its modes.
+            #expect(pending.count == 68)
+            #expect(pending.allSatisfy { $0 == [.tracking] })
+            #expect(!runnable.contains { $0 != nil })
             runnable.append(movingFrom: pending)
             #expect(pending.isEmpty)
             Self.runAll(runnable)
@@ -80,5 +81,66 @@ import Testing
         }
         #expect(Token.live.withLock { $0 } == before)
         #expect(output.events.isEmpty)
+    }
+
+    /// Every byte of a block travels from the posting thread's processor to the loop's: a block
+    /// is its body and a stamp, nothing more.
+    @Test func aBlockIsItsBodyAndAStampInTwentyFourBytes() {
+        #expect(MemoryLayout<LoopBlock>.stride == 24)
+    }
+
+    /// A block for named modes is two slots, its modes and itself: they stay together through
+    /// every move, in order among the others.
+    @Test func aBlockForNamedModesTravelsWithItsModes() {
+        let output = Recorder<Int>()
+        let before = Token.live.withLock { $0 }
+        do {
+            let pending = BlockBuffer(capacity: 1)
+            pending.append(Self.block(0, into: output), modes: nil)
+            pending.append(Self.block(1, into: output), modes: [.tracking, "other"])
+            pending.append(Self.block(2, into: output), modes: nil)
+            pending.append(Self.block(3, into: output), modes: [.default])
+            #expect(pending.count == 6)
+            var seen: [[Loop.Mode]?] = []
+            _ = pending.contains { modes in
+                seen.append(modes)
+                return false
+            }
+            #expect(seen == [nil, [.tracking, "other"], nil, [.default]])
+            #expect(pending.contains { $0 == [.default] })
+            #expect(!pending.allSatisfy { $0 == nil })
+            let tracking = BlockBuffer()
+            pending.move(where: { LoopBlock.mayRun(withModes: $0, in: .tracking, modeIsCommon: false) }, to: tracking)
+            #expect(tracking.count == 2)
+            #expect(tracking.allSatisfy { $0 == [.tracking, "other"] })
+            #expect(pending.count == 4)
+            Self.runAll(tracking)
+            Self.runAll(pending)
+        }
+        #expect(output.events == [1, 0, 2, 3])
+        #expect(Token.live.withLock { $0 } == before)
+    }
+
+    @Test func blocksMayRunInTheirModesOnly() {
+        #expect(LoopBlock.mayRun(withModes: nil, in: .default, modeIsCommon: true))
+        #expect(!LoopBlock.mayRun(withModes: nil, in: "private", modeIsCommon: false))
+        #expect(LoopBlock.mayRun(withModes: [.tracking, "other"], in: "other", modeIsCommon: false))
+        #expect(!LoopBlock.mayRun(withModes: [.tracking], in: .default, modeIsCommon: true))
+        #expect(LoopBlock.mayRun(withModes: [.common], in: .default, modeIsCommon: true))
+    }
+
+    /// The stamp keeps 48 bits of the post time: the time is recovered exactly for any delay
+    /// shorter than 2^48 ns (78 hours), wherever the clock stands.
+    @Test(arguments: [1, 123_456_789, (1 << 48) - 3, (1 << 48) + 5, (1 << 52) + 77, Int64.max / 2] as [Int64])
+    func aStampGivesBackThePostTime(_ posted: Int64) {
+        var block = LoopBlock(.taken)
+        #expect(!block.isStamped)
+        #expect(block.postedAt(now: posted) == 0)
+        block.stamp(posted)
+        #expect(block.isStamped)
+        let delays: [Int64] = [0, 1, 999, 4_294_967_296, 3_600_000_000_000, (1 << 48) - 1]
+        for delay in delays {
+            #expect(block.postedAt(now: posted + delay) == posted)
+        }
     }
 }

@@ -19,7 +19,7 @@ extension Loop: SerialExecutor, TaskExecutor {
     /// gone, so such code should only wind down.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        guard !post(LoopBlock(modes: nil, body: .job(job))) else { return }
+        guard !post(LoopBlock(.job(job)), modes: nil) else { return }
         runAfterEnd(job)
     }
 

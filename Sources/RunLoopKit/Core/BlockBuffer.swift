@@ -63,6 +63,17 @@ final class BlockBuffer {
         count += 1
     }
 
+    /// Appends `block` to run only in `modes`: a slot holding them, then the block (nil: the
+    /// common modes, the block alone). The two slots stay together through every move.
+    @inline(__always)
+    func append(_ block: consuming LoopBlock, modes: consuming [Loop.Mode]?) {
+        guard let modes else { return append(block) }
+        if count + 2 > capacity { grow(to: max(capacity * 2, count + 2, BlockBuffer.firstCapacity)) }
+        (base + count).initialize(to: LoopBlock(.modesOfNext(modes)))
+        (base + count + 1).initialize(to: block)
+        count += 2
+    }
+
     /// Moves every block of `other` to the end of this buffer, leaving `other` empty.
     func append(movingFrom other: BlockBuffer) {
         guard other.count > 0 else { return }
@@ -100,35 +111,60 @@ final class BlockBuffer {
         capacity = 0
     }
 
-    /// Whether any block satisfies `predicate`, without copying one.
-    func contains(where predicate: (borrowing LoopBlock) -> Bool) -> Bool {
-        for index in 0..<count where predicate(base[index]) { return true }
+    /// Whether the block starting at slot `index` satisfies `predicate`, given its modes (nil:
+    /// the common modes), and how many slots it spans: two after a `modesOfNext` slot.
+    @inline(__always)
+    private func test(at index: Int, _ predicate: (_ modes: [Loop.Mode]?) -> Bool) -> (satisfied: Bool, slots: Int) {
+        switch base[index].body {
+        case .closure, .job, .taken: (predicate(nil), 1)
+        case .modesOfNext(let modes): (predicate(modes), 2)
+        case .scheduled(let handle): (predicate(handle.modes), 1)
+        }
+    }
+
+    /// Whether the modes of any block satisfy `predicate`, without copying a block.
+    func contains(where predicate: (_ modes: [Loop.Mode]?) -> Bool) -> Bool {
+        var index = 0
+        while index < count {
+            let (satisfied, slots) = test(at: index, predicate)
+            if satisfied { return true }
+            index += slots
+        }
         return false
     }
 
-    /// Whether every block satisfies `predicate`.
-    func allSatisfy(_ predicate: (borrowing LoopBlock) -> Bool) -> Bool {
-        for index in 0..<count where !predicate(base[index]) { return false }
+    /// Whether the modes of every block satisfy `predicate`.
+    func allSatisfy(_ predicate: (_ modes: [Loop.Mode]?) -> Bool) -> Bool {
+        var index = 0
+        while index < count {
+            let (satisfied, slots) = test(at: index, predicate)
+            if !satisfied { return false }
+            index += slots
+        }
         return true
     }
 
-    /// Moves the blocks satisfying `predicate` to the end of `other`, keeping the others here;
-    /// both keep their order.
-    func move(where predicate: (borrowing LoopBlock) -> Bool, to other: BlockBuffer) {
+    /// Moves the blocks whose modes satisfy `predicate` to the end of `other`, keeping the others
+    /// here; both keep their order, and a block's modes slot goes with it.
+    func move(where predicate: (_ modes: [Loop.Mode]?) -> Bool, to other: BlockBuffer) {
         var kept = 0
-        for index in 0..<count {
-            if predicate(base[index]) {
-                other.append((base + index).move())
+        var index = 0
+        while index < count {
+            let (satisfied, slots) = test(at: index, predicate)
+            if satisfied {
+                for slot in index..<index + slots { other.append((base + slot).move()) }
             } else {
-                if kept != index { (base + kept).moveInitialize(from: base + index, count: 1) }
-                kept += 1
+                if kept != index { (base + kept).moveInitialize(from: base + index, count: slots) }
+                kept += slots
             }
+            index += slots
         }
         count = kept
     }
 
     /// Counts the buffer empty and returns the blocks it held, still initialized: the caller
-    /// moves out or deinitializes each of them.
+    /// moves out or deinitializes each of them (a block whose body was taken holds no reference,
+    /// and may be left as it is).
     ///
     /// The buffer must not be reachable from anything that runs before the caller is done
     /// with them (a callout might otherwise append over blocks not yet taken).

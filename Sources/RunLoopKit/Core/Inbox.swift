@@ -92,11 +92,12 @@ final class Inbox: @unchecked Sendable {
 
     // MARK: Any thread
 
-    /// Appends `block`; returns false, dropping it, once the inbox is closed. Wakes the loop if
+    /// Appends `block`, to run in `modes` (nil: the common modes); returns false, dropping it,
+    /// once the inbox is closed. Wakes the loop if
     /// nothing is pending yet and `fromOtherThread()` (asked only then: while posts stream in, a
     /// wake-up is pending and the thread-specific look-up is skipped).
     @inline(__always)
-    func post(_ block: consuming LoopBlock, fromOtherThread: () -> Bool) -> Bool {
+    func post(_ block: consuming LoopBlock, modes: [Loop.Mode]?, fromOtherThread: () -> Bool) -> Bool {
         // Moved in, not copied: a copy would retain and release the closure's context, a cache
         // line the loop thread is releasing at the same time.
         var moving: LoopBlock? = consume block
@@ -104,7 +105,7 @@ final class Inbox: @unchecked Sendable {
         let accepted = locked {
             guard wake != .closed else { return false }
             if blocks.isEmpty { holdsPosts.store(true, ordering: .relaxed) }
-            blocks.append(moving.take()!)
+            blocks.append(moving.take()!, modes: modes)
             if wake == .idle || wake == .spinning, fromOtherThread() { mustWrite = claim(endsNextSleep: false) }
             return true
         }

@@ -19,7 +19,8 @@ extension Loop {
     {
         precondition(
             !modes.isEmpty, "RunLoopKit: perform(inModes:) needs at least one mode, or the block could never run")
-        return post(LoopBlock(modes: modes, body: .closure(consume block)))
+        let named = modes.count == 1 && modes[0] == .common ? nil : modes
+        return post(LoopBlock(.closure(consume block)), modes: named)
     }
 
     /// Queues `block` to run on the loop's thread in its common modes, and wakes the loop: the same
@@ -28,15 +29,15 @@ extension Loop {
     /// Any thread. Returns false if the loop has ended: the block is then released without running.
     @discardableResult
     public func perform(_ block: consuming @escaping @Sendable () -> Void) -> Bool {
-        post(LoopBlock(modes: nil, body: .closure(consume block)))
+        post(LoopBlock(.closure(consume block)), modes: nil)
     }
 
-    /// Queues `block` and wakes the loop once; false, dropping the block, if the loop has ended.
-    /// Any thread.
-    func post(_ block: consuming LoopBlock) -> Bool {
-        if stampsPostedWork { block.postedAt = TickClock.now }
+    /// Queues `block` for `modes` (nil: the common modes) and wakes the loop once; false,
+    /// dropping the block, if the loop has ended. Any thread.
+    func post(_ block: consuming LoopBlock, modes: [Mode]?) -> Bool {
+        if stampsPostedWork { block.stamp(TickClock.now) }
         // The loop's own thread checks its inbox before sleeping; only other threads must wake it.
-        return inbox.post(block, fromOtherThread: { !isCurrentThread })
+        return inbox.post(block, modes: modes, fromOtherThread: { !isCurrentThread })
     }
 
     /// Ends the loop's current or next sleep without handling anything.
@@ -102,11 +103,13 @@ extension Loop {
         // pending, and must not reach the buffer being drained.
         // An empty buffer to run from: the one kept for that, or (in a nested run) a new one.
         let runnable = onThread.runnableSpare.take() ?? BlockBuffer()
-        if onThread.pendingBlocks.allSatisfy({ $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }) {
+        if onThread.pendingBlocks.allSatisfy({ LoopBlock.mayRun(withModes: $0, in: mode, modeIsCommon: modeIsCommon) })
+        {
             // The usual case: everything pending may run.
             runnable.exchange(with: onThread.pendingBlocks)
         } else {
-            onThread.pendingBlocks.move(where: { $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }, to: runnable)
+            onThread.pendingBlocks.move(
+                where: { LoopBlock.mayRun(withModes: $0, in: mode, modeIsCommon: modeIsCommon) }, to: runnable)
             if runnable.isEmpty {
                 keepRunnableSpare(runnable)
                 return false
@@ -119,11 +122,11 @@ extension Loop {
         for slot in blocks.indices {
             // Moved out in place: a copy of the block would retain the closure's context.
             let body = blocks[slot].takeBody()
-            let postedAt = blocks[slot].postedAt
-            // Destroyed through `move()`, not `deinitialize(count:)`: the latter goes through the
-            // type's value witness (a generic array destroy), 7 % of a typical-closure post run
-            // in `perf`; what is left (a taken body, the modes) is released inline.
-            _ = (blocks.baseAddress! + slot).move()
+            let postedAt = blocks[slot].isStamped ? blocks[slot].postedAt(now: TickClock.now) : 0
+            // Not destroyed: what is left in the slot (`.taken` and the stamp) holds no reference.
+            // `deinitialize(count:)` went through the type's value witness (a generic array
+            // destroy, 7 % of a typical-closure post run in `perf`), and even an inline destroy
+            // is a call per block that finds nothing to release.
             switch consume body {
             case .closure(let body):
                 if instruments == nil { body() } else { callOut(.block, postedAt: postedAt, body) }
@@ -137,7 +140,9 @@ extension Loop {
                 } else {
                     callOut(.block) { _ = handle.runIfPending() }
                 }
-            case .taken:
+            case .modesOfNext, .taken:
+                // The modes of the next block, which this pass may run (released here); nothing
+                // left in a taken one.
                 break
             }
         }
@@ -158,6 +163,6 @@ extension Loop {
     func hasPendingBlocks(for mode: Mode) -> Bool {
         guard !onThread.pendingBlocks.isEmpty else { return false }
         let modeIsCommon = withView(of: mode) { $0.isCommon }
-        return onThread.pendingBlocks.contains { $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }
+        return onThread.pendingBlocks.contains { LoopBlock.mayRun(withModes: $0, in: mode, modeIsCommon: modeIsCommon) }
     }
 }

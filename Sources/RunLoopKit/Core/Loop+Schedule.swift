@@ -115,7 +115,7 @@ extension Loop {
                     "RunLoopKit: a scheduled block left in the heap after leaving the queue")
                 if handle.modes == nil { queue.commonCount -= 1 } else { queue.namedCount -= 1 }
                 // Cancelled after this (before it runs): its run finds it cancelled.
-                onThread.pendingBlocks.append(LoopBlock(modes: handle.modes, body: .scheduled(handle)))
+                onThread.pendingBlocks.append(LoopBlock(.scheduled(handle)))
                 handle.queueState = .notQueued
             }
             publishScheduledTop(queue)
