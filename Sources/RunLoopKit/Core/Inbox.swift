@@ -93,9 +93,9 @@ final class Inbox: @unchecked Sendable {
     // MARK: Any thread
 
     /// Appends `block`, to run in `modes` (nil: the common modes); returns false, dropping it,
-    /// once the inbox is closed. Wakes the loop if
-    /// nothing is pending yet and `fromOtherThread()` (asked only then: while posts stream in, a
-    /// wake-up is pending and the thread-specific look-up is skipped).
+    /// once the inbox is closed. Wakes the loop if nothing is pending yet and `fromOtherThread()`
+    /// (asked only then: while posts stream in, a wake-up is pending and the thread-specific
+    /// look-up is skipped).
     @inline(__always)
     func post(_ block: consuming LoopBlock, modes: [Loop.Mode]?, fromOtherThread: () -> Bool) -> Bool {
         // Moved in, not copied: a copy would retain and release the closure's context, a cache

@@ -119,10 +119,17 @@ extension Loop {
         // it: the closure's context is released once and never retained on the way (the posting
         // thread holds references to the same objects, so every extra count bounces a cache line).
         let blocks = runnable.takeAll()
+        // The clock, read once per pass and only if a block is stamped: any time after the posts
+        // recovers their 48-bit stamps.
+        var passTime: Ticks = 0
         for slot in blocks.indices {
             // Moved out in place: a copy of the block would retain the closure's context.
             let body = blocks[slot].takeBody()
-            let postedAt = blocks[slot].isStamped ? blocks[slot].postedAt(now: TickClock.now) : 0
+            var postedAt: Ticks = 0
+            if blocks[slot].isStamped {
+                if passTime == 0 { passTime = TickClock.now }
+                postedAt = blocks[slot].postedAt(now: passTime)
+            }
             // Not destroyed: what is left in the slot (`.taken` and the stamp) holds no reference.
             // `deinitialize(count:)` went through the type's value witness (a generic array
             // destroy, 7 % of a typical-closure post run in `perf`), and even an inline destroy
