@@ -121,6 +121,41 @@ import Testing
         #expect(Token.live.withLock { $0 } == before)
     }
 
+    @Test func namedModesAreSeenAfterEveryMove() {
+        let output = Recorder<Int>()
+        let pending = BlockBuffer()
+        let common: ([Loop.Mode]?) -> Bool = { $0 == nil }
+        // Common blocks only.
+        pending.append(Self.block(0, into: output), modes: nil)
+        #expect(pending.allSatisfy(common))
+        #expect(pending.contains(where: common))
+        #expect(!pending.contains { $0 != nil })
+        // A named block swapped, appended or moved to another buffer is still seen there.
+        let inbox = BlockBuffer()
+        inbox.append(Self.block(1, into: output), modes: [.tracking])
+        let spare = BlockBuffer()
+        spare.exchange(with: inbox)
+        #expect(inbox.allSatisfy(common))
+        #expect(!spare.allSatisfy(common))
+        pending.append(movingFrom: spare)
+        #expect(spare.allSatisfy(common) && spare.isEmpty)
+        #expect(!pending.allSatisfy(common))
+        #expect(pending.contains { $0 == [.tracking] })
+        let runnable = BlockBuffer()
+        pending.move(where: { $0 == nil }, to: runnable)
+        #expect(runnable.allSatisfy(common))
+        #expect(!pending.allSatisfy(common))
+        pending.move(where: { _ in true }, to: runnable)
+        #expect(!runnable.allSatisfy(common))
+        #expect(pending.isEmpty && pending.allSatisfy(common))
+        // Once drained, a buffer of common blocks is answered as such again.
+        Self.runAll(runnable)
+        runnable.append(Self.block(2, into: output), modes: nil)
+        #expect(runnable.allSatisfy(common))
+        Self.runAll(runnable)
+        #expect(output.events == [0, 1, 2])
+    }
+
     @Test func blocksMayRunInTheirModesOnly() {
         #expect(LoopBlock.mayRun(withModes: nil, in: .default, modeIsCommon: true))
         #expect(!LoopBlock.mayRun(withModes: nil, in: "private", modeIsCommon: false))
