@@ -36,7 +36,9 @@ enum CommandLineTool {
                              (loop thread and producers pinned to two processors) or together (all on one)
           --post-floor [N [BLOCKS]]  only the typical-closure posts, beside what separates their costs
                              (a bare locked queue of the closures, the objects unretained, libuv's
-                             item with reference counts): N repetitions (5) of BLOCKS blocks (500000)
+                             item with reference counts): N repetitions (5) of BLOCKS blocks (500000);
+                             after the counts, --placement WHERE, and for a profiler --row NAME (queue,
+                             RunLoopKit, unretained, counted or libuv: that row alone) and --producers N
           --from-json PATH   measure nothing: print the table of a saved JSON report and redraw its charts
           --list             list the workloads and exit
           -h, --help         this text

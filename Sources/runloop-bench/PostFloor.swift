@@ -23,17 +23,37 @@ import Synchronization
 ///
 /// `--placement apart` or `together` (after the counts) pins every row's threads as in workload
 /// 1: on two cores the scheduler's own placement changes from one repetition to the next, and
-/// with it a row's figure by up to four times.
+/// with it a row's figure by up to four times. `--row NAME` runs one row alone and `--producers N`
+/// one producer count, so that a profiler sees only that row's threads (callgrind's
+/// `--separate-threads=yes` then gives the loop thread's and the producers' costs apart).
 enum PostFloor {
     static let flag = "--post-floor"
+
+    /// The rows, by the name `--row` takes.
+    static let rowNames = ["queue", "RunLoopKit", "unretained", "counted", "libuv"]
 
     static func main(_ arguments: [String]) -> Int32 {
         var counts = arguments
         var placement = PostPlacement.scheduler
-        if counts.count >= 2, counts[counts.count - 2] == "--placement" {
-            guard let chosen = PostPlacement(rawValue: counts[counts.count - 1]) else { return usage() }
-            placement = chosen
+        var onlyRow: Int?
+        var producerCounts = [1, 4]
+        // The options after the counts, in any order.
+        while counts.count >= 2, counts[counts.count - 2].hasPrefix("--") {
+            let (option, value) = (counts[counts.count - 2], counts[counts.count - 1])
             counts.removeLast(2)
+            switch option {
+            case "--placement":
+                guard let chosen = PostPlacement(rawValue: value) else { return usage() }
+                placement = chosen
+            case "--row":
+                guard let index = rowNames.firstIndex(of: value) else { return usage() }
+                onlyRow = index
+            case "--producers":
+                guard let count = Int(value), count > 0 else { return usage() }
+                producerCounts = [count]
+            default:
+                return usage()
+            }
         }
         let repetitions = counts.count >= 1 ? Int(counts[0]) : 5
         let blocks = counts.count >= 2 ? Int(counts[1]) : BenchmarkSize.full.postBlocks
@@ -45,7 +65,7 @@ enum PostFloor {
         print(
             "typical-closure posts, \(blocks) blocks, \(repetitions) repetitions, placement \(placement.rawValue)"
                 + " (blocks/s: median, min–max)")
-        let rows: [(name: String, run: (Int) -> Double?)] = [
+        let allRows: [(name: String, run: (Int) -> Double?)] = [
             ("bare locked queue", { floor(producers: $0, blocks: blocks, pinnedTo: processors) }),
             ("RunLoopKit", { rate(.runLoopKit, .typical, producers: $0, blocks: blocks, pinnedTo: processors) }),
             (
@@ -55,8 +75,11 @@ enum PostFloor {
             ("libuv, counted", { countedLibuvRate(producers: $0, blocks: blocks, pinnedTo: processors) }),
             ("libuv", { rate(.libuv, .typical, producers: $0, blocks: blocks, pinnedTo: processors) }),
         ]
+        // One row alone (for a profiler): its figures, without the ratio to libuv.
+        let rows = onlyRow.map { [allRows[$0]] } ?? allRows
+        let reference = onlyRow == nil ? rows.count - 1 : nil
         var failed = false
-        for producers in [1, 4] {
+        for producers in producerCounts {
             var figures = [[Double]](repeating: [], count: rows.count)
             for _ in 0..<repetitions {
                 for (index, row) in rows.enumerated() {
@@ -69,22 +92,24 @@ enum PostFloor {
                         + "\(repetitions - values.count) of \(repetitions) repetitions failed")
                 failed = true
             }
-            guard !figures[rows.count - 1].isEmpty else { continue }
-            let libuv = Stats.median(figures[rows.count - 1])
+            if let reference, figures[reference].isEmpty { continue }
+            let libuv = reference.map { Stats.median(figures[$0]) }
             print("\(producers) producer\(producers == 1 ? "" : "s"):")
             for (row, values) in zip(rows, figures) where !values.isEmpty {
                 let median = Stats.median(values)
                 let name = row.name.padding(toLength: 18, withPad: " ", startingAt: 0)
                 print(
-                    "  \(name) \(format(median)) (\(format(values.min()!))–\(format(values.max()!)))  "
-                        + String(format: "%.2f× libuv", median / libuv))
+                    "  \(name) \(format(median)) (\(format(values.min()!))–\(format(values.max()!)))"
+                        + (libuv.map { String(format: "  %.2f× libuv", median / $0) } ?? ""))
             }
         }
         return failed ? 1 : 0
     }
 
     private static func usage() -> Int32 {
-        print("usage: runloop-bench \(flag) [REPETITIONS [BLOCKS]] [--placement scheduler|apart|together]")
+        print(
+            "usage: runloop-bench \(flag) [REPETITIONS [BLOCKS]] [--placement scheduler|apart|together]"
+                + " [--row \(rowNames.joined(separator: "|"))] [--producers N]")
         return 2
     }
 

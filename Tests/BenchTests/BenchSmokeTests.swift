@@ -278,7 +278,7 @@ import Testing
 
     /// `--post-floor`: every row is measured (the unretained variant through RunLoopKit's own
     /// post path; a row that fails, such as counted libuv posts whose counts do not come back to
-    /// zero, makes it exit 1), and bad arguments are a usage error.
+    /// zero, makes it exit 1), one row can be run alone, and bad arguments are a usage error.
     @Test func postFloorRuns() {
         for producers in [1, 4] {
             let outcome = RunLoopKitContender.postThroughput(
@@ -299,6 +299,14 @@ import Testing
         #expect(PostFloor.main(["1", "many"]) == 2)
         #expect(PostFloor.main(["1", "2000", "--placement", "sideways"]) == 2)
         #expect(PostFloor.main(["--placement", "apart", "1"]) == 2)
+        // One row and one producer count alone, the options in any order.
+        for row in PostFloor.rowNames {
+            #expect(PostFloor.main(["1", "2000", "--row", row, "--producers", "2"]) == 0, "row \(row)")
+        }
+        #expect(PostFloor.main(["1", "2000", "--producers", "1", "--placement", "together", "--row", "counted"]) == 0)
+        #expect(PostFloor.main(["1", "2000", "--row", "everything"]) == 2)
+        #expect(PostFloor.main(["1", "2000", "--producers", "0"]) == 2)
+        #expect(PostFloor.main(["1", "2000", "--sideways", "1"]) == 2)
     }
 
     @Test func commandLineOptions() throws {
