@@ -3,6 +3,9 @@
 #   make demo    install libevent-dev (and libuv1-dev, libglib2.0-dev) if missing, then run the narrated demo
 #   make test    install the same if missing, then run the unit tests
 #   make test-sanitize  the whole suite under ThreadSanitizer and AddressSanitizer
+#   make compile-checks  the handler rules as the compiler sees them: the small programs of
+#                Tests/CompileChecks compiled in Swift 6 mode (racy ones must not compile, safe ones
+#                must run; scripts/compile-checks.sh)
 #   make stress  the stress and model tests at full size
 #   make serve-bench  load runloop-httpd, raw-httpd (C) and nginx with wrk, side by side
 #                     (installs wrk and nginx if missing; settings: scripts/serve-bench.sh)
@@ -41,7 +44,7 @@ SWIFT_API_DIGESTER ?= swift-api-digester
 API_MODULES = RunLoopKit RunLoopKitMainExecutor
 COVERAGE_PATH ?= .build/coverage
 
-.PHONY: all deps python-deps build demo test test-sanitize stress serve-bench bench fuzz soak docs docs-serve \
+.PHONY: all deps python-deps build demo test test-sanitize compile-checks stress serve-bench bench fuzz soak docs docs-serve \
 	api-check api-baseline coverage format lint clean
 
 all: build
@@ -89,6 +92,12 @@ test-sanitize: deps
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
 	ASAN_OPTIONS="detect_leaks=0" \
 		$(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan $(SWIFT_TEST_FLAGS)
+
+# Racy programs must fail to compile, safe ones must compile without a warning and run, programs
+# that misuse a run-time check must stop with its message (scripts/compile-checks.sh).
+compile-checks: deps
+	$(SWIFT) build --target RunLoopKit
+	scripts/compile-checks.sh "$$($(SWIFT) build --show-bin-path)"
 
 # The stress tests at full size (8 × 1,000,000 posts, 10,000 threads, ...).
 stress: deps

@@ -63,6 +63,7 @@ GUIDE = {
     "Stopping and waking a loop": [TESTS + "GuideLoopTests.swift"],
     "Nested runs": [TESTS + "GuideLoopTests.swift"],
     "Watching a loop: metrics, hangs and traces": [TESTS + "GuideVisibilityTests.swift"],
+    "Thread rules": [TESTS + "GuideThreadRulesTests.swift"],
 }
 
 

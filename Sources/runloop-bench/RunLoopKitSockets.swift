@@ -182,9 +182,10 @@ enum RunLoopKitSockets: SocketContender {
                     run.sent += run.chunk.count
                 }
             }
-            connection.onEvent { connection, event in
-                if event == .writable { fill(connection) }
-            }
+            connection.onEvent(
+                Loop.current.isolated { connection, event in
+                    if event == .writable { fill(connection) }
+                })
             fill(connection)
             return
         }

@@ -130,7 +130,7 @@ func idle() {
     section("2. An idle loop sleeps in the kernel")
     let loop = Loop.current
     var wakeUps = 0
-    let wakeObserver = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }
+    let wakeObserver = LoopObserver(activities: .afterWaiting, loop.isolated { _, _ in wakeUps += 1 })
     loop.add(wakeObserver, forMode: .default)
     let timer = LoopTimer(after: .seconds(1)) { _ in
         say("  the timer fires after a second of sleep, and stops the run")
@@ -157,12 +157,14 @@ func modes() {
     var ticks: [String: [String]] = ["default": [], "common": []]
 
     func makeTimer(_ name: String) -> LoopTimer {
-        LoopTimer(after: .milliseconds(100), repeating: .milliseconds(100)) { _ in
-            let now = ms()
-            ticks[name, default: []].append(now.trimmingLeadingSpaces)
-            let mode = Loop.current.currentMode?.name ?? "-"
-            emit("\(now)    \(name)-mode timer tick (loop running .\(mode))")
-        }
+        LoopTimer(
+            after: .milliseconds(100), repeating: .milliseconds(100),
+            loop.isolated { _ in
+                let now = ms()
+                ticks[name, default: []].append(now.trimmingLeadingSpaces)
+                let mode = Loop.current.currentMode?.name ?? "-"
+                emit("\(now)    \(name)-mode timer tick (loop running .\(mode))")
+            })
     }
     let defaultTimer = makeTimer("default")
     let commonTimer = makeTimer("common")
@@ -215,15 +217,19 @@ func tolerance() {
         return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
     }
 
-    let wakeObserver = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }
+    let wakeObserver = LoopObserver(activities: .afterWaiting, loop.isolated { _, _ in wakeUps += 1 })
     loop.add(wakeObserver, forMode: .default)
-    let early = LoopTimer(after: .milliseconds(50), tolerance: .milliseconds(30)) { _ in
-        fired.append("A (due 50 ms, tolerance 30 ms) at \(elapsed()) ms")
-    }
-    let late = LoopTimer(after: .milliseconds(70)) { _ in
-        fired.append("B (due 70 ms, no tolerance) at \(elapsed()) ms")
-        loop.stop()
-    }
+    let early = LoopTimer(
+        after: .milliseconds(50), tolerance: .milliseconds(30),
+        loop.isolated { _ in
+            fired.append("A (due 50 ms, tolerance 30 ms) at \(elapsed()) ms")
+        })
+    let late = LoopTimer(
+        after: .milliseconds(70),
+        loop.isolated { _ in
+            fired.append("B (due 70 ms, no tolerance) at \(elapsed()) ms")
+            loop.stop()
+        })
     loop.add(early, forMode: .default)
     loop.add(late, forMode: .default)
 
@@ -414,32 +420,36 @@ func tracing() {
 
     // Frames at 60 fps, in .common; jitter = how late each callout is after its frame's grid time.
     var frames: [(timestamp: ContinuousClock.Instant, calledAt: ContinuousClock.Instant)] = []
-    let link = FrameLink(framesPerSecond: 60) { link in
-        frames.append((link.timestamp, .now))
-    }
+    let link = FrameLink(
+        framesPerSecond: 60,
+        loop.isolated { link in
+            frames.append((link.timestamp, .now))
+        })
     link.add(to: loop, forMode: .common)
 
     var ticks = 0
-    let ticker = LoopTimer(after: .milliseconds(25), repeating: .milliseconds(25)) { _ in
-        ticks += 1
-        for job in 0..<3 {
-            worker.loop.perform {
-                var spin = 0
-                for index in 0..<5_000 { spin &+= index &* job }  // a little work
-                if spin == -1 { say("unreachable") }
-                var byte: UInt8 = 1
-                _ = write(writeEnd, &byte, 1)
-                answer.signal()
+    let ticker = LoopTimer(
+        after: .milliseconds(25), repeating: .milliseconds(25),
+        loop.isolated { _ in
+            ticks += 1
+            for job in 0..<3 {
+                worker.loop.perform {
+                    var spin = 0
+                    for index in 0..<5_000 { spin &+= index &* job }  // a little work
+                    if spin == -1 { say("unreachable") }
+                    var byte: UInt8 = 1
+                    _ = write(writeEnd, &byte, 1)
+                    answer.signal()
+                }
             }
-        }
-    }
+        })
     loop.add(ticker, forMode: .default)
     let stall = LoopTimer(after: .milliseconds(110)) { _ in
         usleep(30_000)  // a slow handler: 30 ms without sleeping
     }
     loop.add(stall, forMode: .default)
     var idleCallouts = 0
-    let idle = LoopObserver(activities: .beforeWaiting) { _, _ in idleCallouts += 1 }
+    let idle = LoopObserver(activities: .beforeWaiting, loop.isolated { _, _ in idleCallouts += 1 })
     loop.add(idle, forMode: .common)
 
     let start = ContinuousClock.now

@@ -29,10 +29,13 @@ final class Server {
         var port = options.port
         do {
             for loop in group.loops {
-                let worker = Worker(loop: loop, shared: shared)
-                port = try worker.listen(on: SocketAddress(ipv4: options.host, port: port))
+                let worker = LoopBound(Worker(loop: loop, shared: shared), on: loop)
+                let listener = try Worker.listen(worker, on: SocketAddress(ipv4: options.host, port: port))
+                port = listener.localAddress.port ?? 0
                 let drain = LoopSource {
-                    worker.drain(until: .now + Server.drainGrace)
+                    // No more accepting; the listener lets its worker go.
+                    listener.invalidate()
+                    worker.value.drain(until: .now + Server.drainGrace)
                     if remaining.finishOne() { mainLoop.stop() }
                 }
                 loop.add(drain, forMode: .default)
@@ -43,7 +46,7 @@ final class Server {
             return 1
         }
         let signals = [SIGINT, SIGTERM].map { number in
-            LoopSignalSource(signal: number) { [unowned self] _ in self.signalReceived() }
+            LoopSignalSource(signal: number, mainLoop.isolated { [unowned self] _ in self.signalReceived() })
         }
         for source in signals { mainLoop.add(source, forMode: .default) }
         print("listening on \(options.host):\(port) (\(options.threads) threads)")

@@ -21,10 +21,12 @@ final class Session {
     /// Sets the handlers. They hold the session until the connection closes, which lets them go.
     func start() {
         connection.idleTimeout = worker.idleTimeout
-        connection.onRead { [self] _, input in received(&input) }
-        connection.onEvent { [self] _, event in
-            if case .closed = event { worker.sessionClosed(self) }
-        }
+        // Made in the accept handler, on the loop's thread: the handlers may hold the session.
+        connection.onRead(worker.loop.isolated { [self] _, input in received(&input) })
+        connection.onEvent(
+            worker.loop.isolated { [self] _, event in
+                if case .closed = event { worker.sessionClosed(self) }
+            })
     }
 
     /// The server is shutting down: the connection is kept in `mode`, which the draining worker

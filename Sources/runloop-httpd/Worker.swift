@@ -17,7 +17,8 @@ final class ServerShared: Sendable {
 /// connections over the listeners), its sessions, its prepared responses.
 ///
 /// Made on the main thread, then used only on its loop's thread (by the handlers of its listener,
-/// its connections and its drain source).
+/// its connections and its drain source): the handlers reach it through a `LoopBound`, which
+/// checks that.
 final class Worker {
     /// The mode a draining worker runs: it holds the connections with a request under way, not
     /// the listener nor the idle connections.
@@ -30,7 +31,6 @@ final class Worker {
     let responses: HTTPResponseTable
     /// The CLOCK_MONOTONIC_COARSE second at which the Date of `responses` was last checked.
     private var dateCheckedSecond = 0
-    private var listener: LoopListener?
     private var sessions: [ObjectIdentifier: Session] = [:]
     /// Set by `drain`: no more accepting, no more keep-alive.
     private(set) var isDraining = false
@@ -42,15 +42,14 @@ final class Worker {
         responses = HTTPResponseTable(epochSeconds: Worker.seconds(CLOCK_REALTIME_COARSE))
     }
 
-    /// Binds the worker's listener to `address` and adds it to the loop. Returns the port bound.
-    func listen(on address: SocketAddress) throws(LoopError) -> Int {
-        // The listener's handler holds the worker; the worker lets it go when it drains.
-        let listener = try LoopListener(address: address, backlog: 4096, reusePort: true) { [self] connection in
-            accepted(connection)
+    /// Binds a listener for `worker` to `address` and adds it to the worker's loop. The listener's
+    /// handler holds the worker until the listener is invalidated, when the worker drains.
+    static func listen(_ worker: LoopBound<Worker>, on address: SocketAddress) throws(LoopError) -> LoopListener {
+        let listener = try LoopListener(address: address, backlog: 4096, reusePort: true) { connection in
+            worker.value.accepted(connection)
         }
-        self.listener = listener
-        loop.add(listener, forMode: .default)
-        return listener.localAddress.port ?? 0
+        worker.loop.add(listener, forMode: .default)
+        return listener
     }
 
     /// Refreshes the Date of the prepared responses when the second has changed: one clock read
@@ -70,7 +69,7 @@ final class Worker {
 
     // MARK: Connections
 
-    private func accepted(_ connection: LoopConnection) {
+    fileprivate func accepted(_ connection: LoopConnection) {
         // Over the limit: closed at once, so the client learns it now.
         guard shared.openConnections.add(1, ordering: .relaxed).newValue <= shared.options.maxConnections else {
             shared.openConnections.subtract(1, ordering: .relaxed)
@@ -90,14 +89,12 @@ final class Worker {
 
     // MARK: Shutting down
 
-    /// Stops accepting, closes the connections with nothing under way and serves only the others,
+    /// Closes the connections with nothing under way and serves only the others,
     /// in `drainMode`, until they are done (their responses say `Connection: close`) or
     /// `deadline` passes. Runs the loop nested, from the handler of the drain source.
     func drain(until deadline: ContinuousClock.Instant) {
         guard !isDraining else { return }
         isDraining = true
-        listener?.invalidate()
-        listener = nil
         for session in Array(sessions.values) { session.drain(keepingIn: Worker.drainMode) }
         // A connection that closes leaves every mode: the run finds the mode empty and returns.
         while !sessions.isEmpty && ContinuousClock.now < deadline

@@ -11,12 +11,13 @@ import Testing
     @Test func echoOf64MiBWithASlowReaderStaysBounded() async throws {
         let highest = Atomic<Int>(0)
         let server = try EchoServer { connection in
-            connection.onRead { connection, buffer in
-                connection.write(&buffer)
-                let held = connection.outputBufferedBytes
-                if held > highest.load(ordering: .relaxed) { highest.store(held, ordering: .relaxed) }
-                if !connection.isWritable { connection.isReadingPaused = true }
-            }
+            connection.onRead(
+                Loop.current.isolated { connection, buffer in
+                    connection.write(&buffer)
+                    let held = connection.outputBufferedBytes
+                    if held > highest.load(ordering: .relaxed) { highest.store(held, ordering: .relaxed) }
+                    if !connection.isWritable { connection.isReadingPaused = true }
+                })
             connection.onEvent { connection, event in
                 if event == .writable { connection.isReadingPaused = false }
             }

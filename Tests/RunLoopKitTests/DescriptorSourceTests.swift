@@ -121,15 +121,17 @@ final class SocketPair: Sendable {
         try onFreshThread { () -> Result<Void, LoopError> in
             let loop = Loop.current
             var pass = 0
-            let passes = LoopObserver(activities: .beforeTimers) { _, _ in pass += 1 }
+            let passes = LoopObserver(activities: .beforeTimers, loop.isolated { _, _ in pass += 1 })
             loop.add(passes, forMode: .default)
             do {
                 var sources: [LoopDescriptorSource] = []
                 for (index, pair) in pairs.enumerated() {
-                    let source = try LoopDescriptorSource(fileDescriptor: pair.left, events: .readable) { _, _ in
-                        _ = pair.drain(pair.left)
-                        served.append((index, pass))
-                    }
+                    let source = try LoopDescriptorSource(
+                        fileDescriptor: pair.left, events: .readable,
+                        loop.isolated { _, _ in
+                            _ = pair.drain(pair.left)
+                            served.append((index, pass))
+                        })
                     loop.add(source, forMode: .default)
                     sources.append(source)
                 }

@@ -93,7 +93,7 @@ private func nestedRun() {
     let loop = Loop.current
     let modal = Loop.Mode("modal")
     var answered = false
-    let answer = LoopTimer(after: .milliseconds(30)) { _ in answered = true }
+    let answer = LoopTimer(after: .milliseconds(30), loop.isolated { _ in answered = true })
     loop.add(answer, forMode: modal)
     let ask = LoopTimer(after: .milliseconds(10)) { _ in
         while !answered {
@@ -113,11 +113,11 @@ private func repeatingAndOneShot() -> (ticks: Int, valid: Bool) {
     let loop = Loop.current
     var ticks = 0
     let every = LoopTimer(
-        after: .milliseconds(10), repeating: .milliseconds(10)
-    ) { timer in
-        ticks += 1
-        if ticks == 3 { timer.invalidate() }  // from inside its own handler
-    }
+        after: .milliseconds(10), repeating: .milliseconds(10),
+        loop.isolated { timer in
+            ticks += 1
+            if ticks == 3 { timer.invalidate() }  // from inside its own handler
+        })
     loop.add(every, forMode: .common)
     let once = LoopTimer(after: .milliseconds(20)) { _ in
         print("one-shot, then invalid")
@@ -146,12 +146,11 @@ private func burst() -> [ContinuousClock.Instant] {
     let loop = Loop.current
     var fireDates: [ContinuousClock.Instant] = []
     let sampler = LoopTimer(
-        after: .milliseconds(20), repeating: .milliseconds(20),
-        missedFirePolicy: .burst
-    ) { timer in
-        fireDates.append(timer.fireDate)
-        if fireDates.count == 5 { loop.stop() }
-    }
+        after: .milliseconds(20), repeating: .milliseconds(20), missedFirePolicy: .burst,
+        loop.isolated { timer in
+            fireDates.append(timer.fireDate)
+            if fireDates.count == 5 { loop.stop() }
+        })
     loop.add(sampler, forMode: .default)
     // Busy elsewhere: the fires due at 20, 40, 60, 80 and 100 ms are missed.
     usleep(110_000)
@@ -178,12 +177,14 @@ private func frameLink() -> (frames: Int, elapsed: Duration, result: Loop.RunRes
     let start = ContinuousClock.now
     let loop = Loop.current
     var frames = 0
-    let link = FrameLink(framesPerSecond: 120) { link in
-        // link.timestamp: this frame's time on the grid;
-        // link.targetTimestamp: the next frame's.
-        frames += 1
-        if frames == 12 { link.invalidate() }
-    }
+    let link = FrameLink(
+        framesPerSecond: 120,
+        loop.isolated { link in
+            // link.timestamp: this frame's time on the grid;
+            // link.targetTimestamp: the next frame's.
+            frames += 1
+            if frames == 12 { link.invalidate() }
+        })
     // .common: keeps running while the loop runs .tracking
     link.add(to: loop, forMode: .common)
     let result = loop.run(mode: .default, for: .seconds(1))
@@ -327,12 +328,13 @@ private func supervisor() -> Int {
             return  // error.systemError: ENOENT, EACCES, …
         }
         starts += 1
-        child.onExit { _, status in
-            guard status != .exited(0), starts < 3 else { return }
-            // 10 ms, 20 ms, …
-            let delay = Duration.milliseconds(10) * (1 << (starts - 1))
-            loop.add(LoopTimer(after: delay) { _ in start() }, forMode: .common)
-        }
+        child.onExit(
+            loop.isolated { _, status in
+                guard status != .exited(0), starts < 3 else { return }
+                // 10 ms, 20 ms, …
+                let delay = Duration.milliseconds(10) * (1 << (starts - 1))
+                loop.add(LoopTimer(after: delay, loop.isolated { _ in start() }), forMode: .common)
+            })
         loop.add(child, forMode: .common)
     }
     start()

@@ -50,10 +50,11 @@ import Testing
         let (origin, frames, duration) = onFreshThread {
             let loop = Loop.current
             var frames: [Frame] = []
-            let link = FrameLink { link in
-                frames.append(Frame(timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now))
-                if frames.count == 10 { link.invalidate() }
-            }
+            let link = FrameLink(
+                loop.isolated { link in
+                    frames.append(Frame(timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now))
+                    if frames.count == 10 { link.invalidate() }
+                })
             link.add(to: loop, forMode: .default)
             let origin = link.timestamp
             loop.run(mode: .default, for: .seconds(5))
@@ -76,11 +77,13 @@ import Testing
         let (origin, frames, result) = onFreshThread {
             let loop = Loop.current
             var frames: [Frame] = []
-            let link = FrameLink(framesPerSecond: 60) { link in
-                frames.append(Frame(timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now))
-                if frames.count == 4 { usleep(41_667) }  // 2.5 frames
-                if frames.count == 10 { link.invalidate() }
-            }
+            let link = FrameLink(
+                framesPerSecond: 60,
+                loop.isolated { link in
+                    frames.append(Frame(timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now))
+                    if frames.count == 4 { usleep(41_667) }  // 2.5 frames
+                    if frames.count == 10 { link.invalidate() }
+                })
             link.add(to: loop, forMode: .default)
             let origin = link.timestamp
             let result = loop.run(mode: .default, for: .seconds(5))
@@ -104,18 +107,22 @@ import Testing
             let loop = Loop.current
             var frames: [Frame] = []
             var stall: (start: Instant, end: Instant)?
-            let link = FrameLink(framesPerSecond: 60) { link in
-                frames.append(Frame(timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now))
-                if frames.count == 12 { link.invalidate() }
-            }
+            let link = FrameLink(
+                framesPerSecond: 60,
+                loop.isolated { link in
+                    frames.append(Frame(timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now))
+                    if frames.count == 12 { link.invalidate() }
+                })
             link.add(to: loop, forMode: .default)
             let origin = link.timestamp
             // Another callout holds the loop for 2.5 frames, starting in the middle of frame 5.
-            let busy = LoopTimer(fireAt: origin + frame * 5 + frame / 2) { _ in
-                let start = ContinuousClock.now
-                usleep(41_667)
-                stall = (start, .now)
-            }
+            let busy = LoopTimer(
+                fireAt: origin + frame * 5 + frame / 2,
+                loop.isolated { _ in
+                    let start = ContinuousClock.now
+                    usleep(41_667)
+                    stall = (start, .now)
+                })
             loop.add(busy, forMode: .default)
             loop.run(mode: .default, for: .seconds(5))
             return (origin, frames, stall)
@@ -148,22 +155,26 @@ import Testing
             var frames: [Frame] = []
             var pause: (start: Instant, end: Instant)?
             var stillPaused = false
-            let link = FrameLink(framesPerSecond: 60) { link in
-                frames.append(Frame(timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now))
-                if frames.count == 3 {
-                    link.isPaused = true
-                    let pausedAt = ContinuousClock.now
-                    // Resume 100 ms (six frames) later, from another callout.
-                    let resume = LoopTimer(after: .milliseconds(100)) { _ in
-                        stillPaused = link.isPaused
-                        let resumedAt = ContinuousClock.now
-                        link.isPaused = false
-                        pause = (pausedAt, resumedAt)
+            let link = FrameLink(
+                framesPerSecond: 60,
+                loop.isolated { link in
+                    frames.append(Frame(timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now))
+                    if frames.count == 3 {
+                        link.isPaused = true
+                        let pausedAt = ContinuousClock.now
+                        // Resume 100 ms (six frames) later, from another callout.
+                        let resume = LoopTimer(
+                            after: .milliseconds(100),
+                            loop.isolated { _ in
+                                stillPaused = link.isPaused
+                                let resumedAt = ContinuousClock.now
+                                link.isPaused = false
+                                pause = (pausedAt, resumedAt)
+                            })
+                        loop.add(resume, forMode: .default)
                     }
-                    loop.add(resume, forMode: .default)
-                }
-                if frames.count == 6 { link.invalidate() }
-            }
+                    if frames.count == 6 { link.invalidate() }
+                })
             link.add(to: loop, forMode: .default)
             let origin = link.timestamp
             loop.run(mode: .default, for: .seconds(5))
@@ -188,14 +199,16 @@ import Testing
             let loop = Loop.current
             var frames: [Frame] = []
             var changedAt: Instant?
-            let link = FrameLink(framesPerSecond: 60) { link in
-                frames.append(Frame(timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now))
-                if frames.count == 3 {
-                    changedAt = link.timestamp
-                    link.preferredFramesPerSecond = 120
-                }
-                if frames.count == 10 { link.invalidate() }
-            }
+            let link = FrameLink(
+                framesPerSecond: 60,
+                loop.isolated { link in
+                    frames.append(Frame(timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now))
+                    if frames.count == 3 {
+                        changedAt = link.timestamp
+                        link.preferredFramesPerSecond = 120
+                    }
+                    if frames.count == 10 { link.invalidate() }
+                })
             link.add(to: loop, forMode: .default)
             loop.run(mode: .default, for: .seconds(5))
             return (frames, link.preferredFramesPerSecond, link.frameDuration, changedAt)
@@ -220,12 +233,14 @@ import Testing
         let (frames, result) = onFreshThread {
             let loop = Loop.current
             var frames: [Frame] = []
-            let link = FrameLink(framesPerSecond: 120) { link in
-                frames.append(
-                    Frame(
-                        timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now,
-                        mode: Loop.current.currentMode))
-            }
+            let link = FrameLink(
+                framesPerSecond: 120,
+                loop.isolated { link in
+                    frames.append(
+                        Frame(
+                            timestamp: link.timestamp, target: link.targetTimestamp, calledAt: .now,
+                            mode: Loop.current.currentMode))
+                })
             link.add(to: loop, forMode: .common)
             let result = loop.run(mode: .tracking, for: .milliseconds(150))
             link.invalidate()
@@ -241,7 +256,7 @@ import Testing
         let (tracking, resumed) = onFreshThread {
             let loop = Loop.current
             var frames = 0
-            let link = FrameLink(framesPerSecond: 120) { _ in frames += 1 }
+            let link = FrameLink(framesPerSecond: 120, loop.isolated { _ in frames += 1 })
             link.add(to: loop, forMode: .default)
             let keepAlive = LoopSource {}
             loop.add(keepAlive, forMode: .tracking)
@@ -260,11 +275,12 @@ import Testing
         let (frames, valid, result) = onFreshThread {
             let loop = Loop.current
             var frames = 0
-            let link = FrameLink { link in
-                frames += 1
-                link.invalidate()
-                link.invalidate()  // idempotent
-            }
+            let link = FrameLink(
+                loop.isolated { link in
+                    frames += 1
+                    link.invalidate()
+                    link.invalidate()  // idempotent
+                })
             link.add(to: loop, forMode: .default)
             let result = loop.run(mode: .default, for: .seconds(2))
             return (frames, link.isValid, result)

@@ -90,21 +90,24 @@ private func profilingHangs() {
 }
 
 private func deferringWork() {
+    let loop = Loop.current
     var dirty: Set<String> = []  // filled by your handlers
-    let flush = LoopObserver(activities: .beforeWaiting, order: 1_000) { _, _ in
-        guard !dirty.isEmpty else { return }
-        print("writing \(dirty.count) changed records in one batch")
-        dirty.removeAll()
-    }
-    Loop.current.add(flush, forMode: .common)
+    let flush = LoopObserver(
+        activities: .beforeWaiting, order: 1_000,
+        loop.isolated { _, _ in
+            guard !dirty.isEmpty else { return }
+            print("writing \(dirty.count) changed records in one batch")
+            dirty.removeAll()
+        })
+    loop.add(flush, forMode: .common)
 
     // Two handlers of one wake-up (timers due at the same instant) change three records; a later
     // timer makes the loop sleep again.
     let due = ContinuousClock.now + .milliseconds(5)
-    Loop.current.add(LoopTimer(fireAt: due) { _ in dirty.formUnion(["a", "b"]) }, forMode: .default)
-    Loop.current.add(LoopTimer(fireAt: due) { _ in dirty.insert("c") }, forMode: .default)
-    Loop.current.add(LoopTimer(after: .milliseconds(50)) { _ in }, forMode: .default)
-    Loop.current.run(mode: .default, for: .seconds(1))
+    loop.add(LoopTimer(fireAt: due, loop.isolated { _ in dirty.formUnion(["a", "b"]) }), forMode: .default)
+    loop.add(LoopTimer(fireAt: due, loop.isolated { _ in dirty.insert("c") }), forMode: .default)
+    loop.add(LoopTimer(after: .milliseconds(50)) { _ in }, forMode: .default)
+    loop.run(mode: .default, for: .seconds(1))
     flush.invalidate()
 }
 
@@ -112,12 +115,14 @@ private func autosaveOnIdle() {
     let loop = Loop.current
     let idle = Duration.seconds(1)
     var unsaved = false  // set by your handlers
-    let autosave = LoopTimer(after: idle, repeating: idle) { _ in
-        if unsaved {
-            print("saving")
-            unsaved = false
-        }
-    }
+    let autosave = LoopTimer(
+        after: idle, repeating: idle,
+        loop.isolated { _ in
+            if unsaved {
+                print("saving")
+                unsaved = false
+            }
+        })
     loop.add(autosave, forMode: .default)
     let idleWatch = LoopObserver(activities: .beforeWaiting) { _, _ in
         autosave.fireDate = .now + idle  // re-arms the timer
@@ -219,7 +224,7 @@ private func nestedRun() {
     let loop = Loop.current
     let modal = Loop.Mode("modal")
     var answered = false
-    let answer = LoopTimer(after: .milliseconds(300)) { _ in answered = true }
+    let answer = LoopTimer(after: .milliseconds(300), loop.isolated { _ in answered = true })
     loop.add(answer, forMode: modal)
 
     let ask = LoopTimer(after: .milliseconds(100)) { _ in
@@ -262,7 +267,7 @@ private func nestedRun() {
         printed.removeAll()
         await awaitFreshThread {
             var source: LoopSource?
-            source = LoopSource { source?.invalidate() }
+            source = LoopSource(Loop.current.isolated { source?.invalidate() })
             source?.signal()
             Loop.current.add(source!, forMode: .default)
             whyARunEnded()

@@ -129,21 +129,24 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
     let requests = Recorder<String>()
     var accepted: [LoopConnection] = []
     var busyConnections: [LoopConnection] = []
-    let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
-        accepted.append(connection)
-        connection.onRead { connection, buffer in
-            while let line = buffer.readLine() {
-                let request = String(decoding: line, as: UTF8.self)
-                requests.append(request)
-                if request == "report" {
-                    busyConnections.append(connection)
-                    connection.write(report)
-                } else {
-                    connection.write(line + [0x0A])
-                }
-            }
-        }
-    }
+    let listener = try LoopListener(
+        address: SocketAddress(ipv4: "127.0.0.1", port: 0),
+        loop.isolated { connection in
+            accepted.append(connection)
+            connection.onRead(
+                loop.isolated { connection, buffer in
+                    while let line = buffer.readLine() {
+                        let request = String(decoding: line, as: UTF8.self)
+                        requests.append(request)
+                        if request == "report" {
+                            busyConnections.append(connection)
+                            connection.write(report)
+                        } else {
+                            connection.write(line + [0x0A])
+                        }
+                    }
+                })
+        })
     loop.add(listener, forMode: .common)
 
     let clients = Recorder<LoopConnection>()

@@ -130,21 +130,23 @@ private func descriptorSource() throws -> DescriptorOutcome {
     }
 
     let loop = Loop.current
-    let connection = try LoopDescriptorSource(fileDescriptor: socket, events: .readable) { source, ready in
-        if ready.contains(.readable) {
-            let count = read(source.fileDescriptor, &buffer, buffer.count)
-            if count == 0 {  // the peer closed
-                source.invalidate()  // off epoll now (on the loop thread)...
-                close(source.fileDescriptor)  // ...so the descriptor may be closed right after
-                return
+    let connection = try LoopDescriptorSource(
+        fileDescriptor: socket, events: .readable,
+        loop.isolated { source, ready in
+            if ready.contains(.readable) {
+                let count = read(source.fileDescriptor, &buffer, buffer.count)
+                if count == 0 {  // the peer closed
+                    source.invalidate()  // off epoll now (on the loop thread)...
+                    close(source.fileDescriptor)  // ...so the descriptor may be closed right after
+                    return
+                }
+                queueResponse()
+                source.events = [.readable, .writable]  // wake when the socket can take the output
             }
-            queueResponse()
-            source.events = [.readable, .writable]  // wake when the socket can take the output
-        }
-        if ready.contains(.writable) && flushOutput() {
-            source.events = .readable  // all written: stop asking
-        }
-    }
+            if ready.contains(.writable) && flushOutput() {
+                source.events = .readable  // all written: stop asking
+            }
+        })
     loop.add(connection, forMode: .default)
 
     _ = write(peer, "ping", 4)

@@ -71,10 +71,10 @@ private func timers() -> TimersOutcome {
 
 private func toleranceSharesAWakeUp() -> (elapsed: Duration, wakeUps: Int) {
     let started = ContinuousClock.now
-    var wakeUps = 0
-    let wakes = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }
-    Loop.current.add(wakes, forMode: .common)
     let loop = Loop.current
+    var wakeUps = 0
+    let wakes = LoopObserver(activities: .afterWaiting, loop.isolated { _, _ in wakeUps += 1 })
+    loop.add(wakes, forMode: .common)
     let a = LoopTimer(after: .milliseconds(50), tolerance: .milliseconds(30)) { _ in print("a") }
     let b = LoopTimer(after: .milliseconds(70)) { _ in print("b") }
     loop.add(a, forMode: .default)
@@ -87,10 +87,12 @@ private func toleranceSharesAWakeUp() -> (elapsed: Duration, wakeUps: Int) {
 private func invalidateFromTheHandler() -> (count: Int, valid: Bool, result: Loop.RunResult) {
     let loop = Loop.current
     var count = 0
-    let three = LoopTimer(after: .milliseconds(100), repeating: .milliseconds(100)) { timer in
-        count += 1
-        if count == 3 { timer.invalidate() }
-    }
+    let three = LoopTimer(
+        after: .milliseconds(100), repeating: .milliseconds(100),
+        loop.isolated { timer in
+            count += 1
+            if count == 3 { timer.invalidate() }
+        })
     loop.add(three, forMode: .default)
     let result = loop.run(mode: .default, for: .seconds(5))
     return (count, three.isValid, result)

@@ -104,7 +104,7 @@ private func supervisor() -> SupervisorOutcome {
             do {
                 let child = try LoopProcess(executable: executable, arguments: arguments)
                 starts += 1
-                child.onExit { [weak self] _, status in self?.exited(status) }
+                child.onExit(loop.isolated { [weak self] _, status in self?.exited(status) })
                 loop.add(child, forMode: .common)
                 self.child = child
             } catch {
@@ -123,7 +123,7 @@ private func supervisor() -> SupervisorOutcome {
             guard status != .exited(0) else { return }  // a clean exit is not restarted
             guard starts <= maxRestarts else { return onGiveUp(status) }
             let delay = firstDelay * (1 << min(starts - 1, 5))  // 200 ms, 400 ms, … 6.4 s
-            loop.add(LoopTimer(after: delay) { [weak self] _ in self?.start() }, forMode: .common)
+            loop.add(LoopTimer(after: delay, loop.isolated { [weak self] _ in self?.start() }), forMode: .common)
         }
     }
 

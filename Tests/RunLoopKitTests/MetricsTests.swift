@@ -22,10 +22,12 @@ import Testing
             for _ in 0..<10 { loop.perform {} }
 
             var fires = 0
-            let timer = LoopTimer(after: .milliseconds(5), repeating: .milliseconds(5)) { timer in
-                fires += 1
-                if fires == 8 { timer.invalidate() }
-            }
+            let timer = LoopTimer(
+                after: .milliseconds(5), repeating: .milliseconds(5),
+                loop.isolated { timer in
+                    fires += 1
+                    if fires == 8 { timer.invalidate() }
+                })
             loop.add(timer, forMode: .default)
             let observer = LoopObserver(activities: [.entry, .exit]) { _, _ in }
             loop.add(observer, forMode: .default)

@@ -20,10 +20,11 @@ final class ModeProbe {
     init(_ kind: ItemKind) {
         self.kind = kind
         switch kind {
-        case .timer: timer = LoopTimer(after: .zero) { [unowned self] _ in callouts += 1 }
-        case .observer: observer = LoopObserver(activities: .entry) { [unowned self] _, _ in callouts += 1 }
+        case .timer: timer = LoopTimer(after: .zero, Loop.current.isolated { [unowned self] _ in callouts += 1 })
+        case .observer:
+            observer = LoopObserver(activities: .entry, Loop.current.isolated { [unowned self] _, _ in callouts += 1 })
         case .source:
-            source = LoopSource { [unowned self] in callouts += 1 }
+            source = LoopSource(Loop.current.isolated { [unowned self] in callouts += 1 })
             source.signal()
         }
     }
@@ -203,8 +204,8 @@ private func runBriefly(_ loop: Loop, _ mode: Loop.Mode) -> Loop.RunResult {
         let (forResult, untilResult, callouts) = onFreshThread {
             let loop = Loop.current
             var callouts = 0
-            loop.add(LoopTimer(after: .zero) { _ in callouts += 1 }, forMode: .common)
-            let source = LoopSource { callouts += 1 }
+            loop.add(LoopTimer(after: .zero, loop.isolated { _ in callouts += 1 }), forMode: .common)
+            let source = LoopSource(loop.isolated { callouts += 1 })
             loop.add(source, forMode: .common)
             source.signal()
             let observer = LoopObserver(activities: .allActivities) { _, activity in activities.append(activity) }

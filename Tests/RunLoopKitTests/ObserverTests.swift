@@ -166,15 +166,17 @@ private func runWithOneTimer(_ loop: Loop) -> Loop.RunResult {
             loop.add(LoopSource {}, forMode: .default)
             var inner: Loop.RunResult?
             var nested = false
-            let nesting = LoopObserver(activities: .allActivities, order: 0) { _, activity in
-                events.append("A \(activity)")
-                if activity == .entry && !nested {
-                    nested = true
-                    events.append("nested run")
-                    inner = loop.run(mode: .default, for: .zero)
-                    events.append("nested run returned")
-                }
-            }
+            let nesting = LoopObserver(
+                activities: .allActivities, order: 0,
+                loop.isolated { _, activity in
+                    events.append("A \(activity)")
+                    if activity == .entry && !nested {
+                        nested = true
+                        events.append("nested run")
+                        inner = loop.run(mode: .default, for: .zero)
+                        events.append("nested run returned")
+                    }
+                })
             let other = LoopObserver(activities: .allActivities, order: 1) { _, activity in
                 events.append("B \(activity)")
             }
@@ -231,7 +233,9 @@ private func runWithOneTimer(_ loop: Loop) -> Loop.RunResult {
         let calls = Recorder<String>()
         let (result, untilResult, elapsed) = onFreshThread {
             let loop = Loop.current
-            let record: (LoopObserver, Loop.Activity) -> Void = { _, activity in calls.append(activity.description) }
+            let record: @Sendable (LoopObserver, Loop.Activity) -> Void = { _, activity in
+                calls.append(activity.description)
+            }
             let observer = LoopObserver(activities: .allActivities, record)
             let common = LoopObserver(activities: .allActivities, record)
             loop.add(observer, forMode: .default)

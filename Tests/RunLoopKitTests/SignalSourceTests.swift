@@ -12,10 +12,12 @@ import Testing
         let (result, onLoopThread) = onFreshThread {
             let loop = Loop.current
             var onLoopThread = false
-            let source = LoopSignalSource(signal: SIGUSR1) { signal in
-                delivered.append(signal)
-                onLoopThread = loop.isCurrentThread
-            }
+            let source = LoopSignalSource(
+                signal: SIGUSR1,
+                loop.isolated { signal in
+                    delivered.append(signal)
+                    onLoopThread = loop.isCurrentThread
+                })
             loop.add(source, forMode: .default)
             whenAsleep(loop) { kill(getpid(), SIGUSR1) }
             let result = loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true)

@@ -60,11 +60,12 @@ import Testing
         onFreshThread {
             let loop = Loop.current
             var source: LoopSource?
-            source = LoopSource {
-                performed.append(performed.count + 1)
-                // Signalled again from its own handler: it must run again, on a later pass.
-                if performed.count == 1 { source?.signal() }
-            }
+            source = LoopSource(
+                loop.isolated {
+                    performed.append(performed.count + 1)
+                    // Signalled again from its own handler: it must run again, on a later pass.
+                    if performed.count == 1 { source?.signal() }
+                })
             loop.add(source!, forMode: .default)
             source!.signal()
             for timeout in [Duration.seconds(5), .seconds(5), .milliseconds(20)] {
@@ -144,12 +145,13 @@ import Testing
         let (result, elapsed, isValid, contained) = onFreshThread {
             let loop = Loop.current
             var source: LoopSource?
-            source = LoopSource {
-                performed.append(1)
-                source?.invalidate()
-                // A signal after invalidation is ignored.
-                source?.signal()
-            }
+            source = LoopSource(
+                loop.isolated {
+                    performed.append(1)
+                    source?.invalidate()
+                    // A signal after invalidation is ignored.
+                    source?.signal()
+                })
             loop.add(source!, forMode: .default)
             source!.signal()
             let start = ContinuousClock.now

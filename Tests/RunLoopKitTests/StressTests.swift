@@ -87,13 +87,11 @@ import Testing
         let thread = LoopThread(name: "stress-timers")
         defer { thread.stop() }
         let count = 200
-        let firedAfterInvalidation = Atomic<Int>(0)
+        let firedAfterInvalidation = SharedCount()
         let invalidated = Locked([Bool](repeating: false, count: count))
         let timers = (0..<count).map { index in
             LoopTimer(after: .zero, repeating: .microseconds(200)) { _ in
-                if invalidated.withLock({ $0[index] }) {
-                    firedAfterInvalidation.add(1, ordering: .relaxed)
-                }
+                if invalidated.withLock({ $0[index] }) { firedAfterInvalidation.add(1) }
             }
         }
         for timer in timers { thread.loop.add(timer, forMode: .default) }
@@ -107,9 +105,9 @@ import Testing
         // A callout already running when invalidate() returned may finish; after one more
         // iteration none may start.
         _ = try? awaitOnLoop(thread.loop) { 0 }
-        let late = firedAfterInvalidation.load(ordering: .relaxed)
+        let late = firedAfterInvalidation.value
         _ = try? awaitOnLoop(thread.loop) { 0 }
-        #expect(firedAfterInvalidation.load(ordering: .relaxed) == late)
+        #expect(firedAfterInvalidation.value == late)
         #expect(timers.allSatisfy { !$0.isValid })
         // The loop still serves: a block runs.
         #expect((try? awaitOnLoop(thread.loop) { 7 }) == 7)
@@ -128,7 +126,7 @@ import Testing
             let progress = Progress()
             var fired = 0
             let far = ContinuousClock.now + .seconds(3600)
-            let timers = (0..<count).map { _ in LoopTimer(fireAt: far) { _ in fired += 1 } }
+            let timers = (0..<count).map { _ in LoopTimer(fireAt: far, loop.isolated { _ in fired += 1 }) }
             let rescheduled = DispatchSemaphore(value: 0)
             let rescheduler = Thread {
                 for (index, timer) in timers.enumerated() {
@@ -160,21 +158,25 @@ import Testing
             var sources: [LoopSource] = []
             var observers: [LoopObserver] = []
             for index in 0..<50 {
-                let source = LoopSource(order: index % 3) {
-                    calls.append("source \(index)")
-                    sources[index].invalidate()  // itself
-                    sources[(index * 7 + 3) % 50].invalidate()  // another, maybe later in this batch
-                    observers[index % 10].invalidate()
-                }
+                let source = LoopSource(
+                    order: index % 3,
+                    loop.isolated {
+                        calls.append("source \(index)")
+                        sources[index].invalidate()  // itself
+                        sources[(index * 7 + 3) % 50].invalidate()  // another, maybe later in this batch
+                        observers[index % 10].invalidate()
+                    })
                 sources.append(source)
             }
             for index in 0..<10 {
                 observers.append(
-                    LoopObserver(activities: .allActivities) { observer, _ in
-                        calls.append("observer \(index)")
-                        observer.invalidate()
-                        observers[(index + 1) % 10].invalidate()
-                    })
+                    LoopObserver(
+                        activities: .allActivities,
+                        loop.isolated { observer, _ in
+                            calls.append("observer \(index)")
+                            observer.invalidate()
+                            observers[(index + 1) % 10].invalidate()
+                        }))
             }
             for source in sources {
                 loop.add(source, forMode: .default)

@@ -94,6 +94,14 @@ final class DeinitCounter: Sendable {
     func make() -> Tracked { Tracked(self) }
 }
 
+/// A count any thread may bump. A class, not a local `Atomic`: a handler may not capture a local
+/// of a non-copyable type (it would capture it by reference).
+final class SharedCount: Sendable {
+    private let count = Atomic<Int>(0)
+    var value: Int { count.load(ordering: .acquiring) }
+    func add(_ amount: Int) { count.add(amount, ordering: .acquiringAndReleasing) }
+}
+
 /// See `DeinitCounter`.
 final class Tracked: Sendable {
     private let counter: DeinitCounter

@@ -29,14 +29,18 @@ import Testing
             var fires: [Fire] = []
             var blockEnd = start
             // Due before the timer's first fire, so it always runs first: holds the loop until ~74 ms.
-            let blocker = LoopTimer(fireAt: start + .milliseconds(10)) { _ in
-                usleep(64_000)
-                blockEnd = .now
-            }
-            let timer = LoopTimer(fireAt: start + interval, interval: interval, missedFirePolicy: policy) { timer in
-                fires.append(Fire(fireDate: timer.fireDate, calledAt: .now))
-                if fires.count == count { timer.invalidate() }
-            }
+            let blocker = LoopTimer(
+                fireAt: start + .milliseconds(10),
+                loop.isolated { _ in
+                    usleep(64_000)
+                    blockEnd = .now
+                })
+            let timer = LoopTimer(
+                fireAt: start + interval, interval: interval, missedFirePolicy: policy,
+                loop.isolated { timer in
+                    fires.append(Fire(fireDate: timer.fireDate, calledAt: .now))
+                    if fires.count == count { timer.invalidate() }
+                })
             loop.add(blocker, forMode: .default)
             loop.add(timer, forMode: .default)
             loop.run(mode: .default, for: .seconds(5))
@@ -113,12 +117,11 @@ import Testing
             let start = ContinuousClock.now
             var fires: [Fire] = []
             let timer = LoopTimer(
-                fireAt: start + .milliseconds(10), interval: .milliseconds(10), missedFirePolicy: .burst
-            ) {
-                timer in
-                fires.append(Fire(fireDate: timer.fireDate, calledAt: .now))
-                if fires.count == 6 { timer.invalidate() }
-            }
+                fireAt: start + .milliseconds(10), interval: .milliseconds(10), missedFirePolicy: .burst,
+                loop.isolated { timer in
+                    fires.append(Fire(fireDate: timer.fireDate, calledAt: .now))
+                    if fires.count == 6 { timer.invalidate() }
+                })
             loop.add(timer, forMode: .default)
             let other = LoopSource {}
             loop.add(other, forMode: .tracking)

@@ -19,7 +19,7 @@ import Testing
         let (result, fires, valid, contained) = onFreshThread {
             let loop = Loop.current
             var fires = 0
-            let timer = LoopTimer(after: .milliseconds(5)) { _ in fires += 1 }
+            let timer = LoopTimer(after: .milliseconds(5), loop.isolated { _ in fires += 1 })
             loop.add(timer, forMode: .default)
             loop.add(LoopSource {}, forMode: .default)  // keeps the mode alive after the fire
             let result = loop.run(mode: .default, for: .milliseconds(60))
@@ -37,10 +37,12 @@ import Testing
             let loop = Loop.current
             let start = ContinuousClock.now
             var fires: [(date: Instant, at: Instant)] = []
-            let timer = LoopTimer(fireAt: start + interval, interval: interval) { timer in
-                fires.append((timer.fireDate, .now))
-                if fires.count == 5 { timer.invalidate() }
-            }
+            let timer = LoopTimer(
+                fireAt: start + interval, interval: interval,
+                loop.isolated { timer in
+                    fires.append((timer.fireDate, .now))
+                    if fires.count == 5 { timer.invalidate() }
+                })
             loop.add(timer, forMode: .default)
             let result = loop.run(mode: .default, for: .seconds(5))
             return (start, fires, result)
@@ -65,9 +67,11 @@ import Testing
             let loop = Loop.current
             var lateness: [Duration] = []
             for delay in 1...20 {
-                let timer = LoopTimer(after: .microseconds(700 * delay), tolerance: tolerance) { timer in
-                    lateness.append(.now - timer.fireDate)
-                }
+                let timer = LoopTimer(
+                    after: .microseconds(700 * delay), tolerance: tolerance,
+                    loop.isolated { timer in
+                        lateness.append(.now - timer.fireDate)
+                    })
                 loop.add(timer, forMode: .default)
             }
             loop.run(mode: .default, for: .seconds(5))
@@ -86,7 +90,8 @@ import Testing
             let loop = Loop.current
             var lateness: [Duration] = []
             for _ in 0..<21 {
-                let timer = LoopTimer(after: .milliseconds(3)) { timer in lateness.append(.now - timer.fireDate) }
+                let timer = LoopTimer(
+                    after: .milliseconds(3), loop.isolated { timer in lateness.append(.now - timer.fireDate) })
                 loop.add(timer, forMode: .default)
                 loop.run(mode: .default, for: .seconds(1))
             }
@@ -123,9 +128,11 @@ import Testing
         let (date, firedAt) = onFreshThread {
             let loop = Loop.current
             var fire: (date: Instant, at: Instant)?
-            let timer = LoopTimer(after: .milliseconds(20), tolerance: tolerance) { timer in
-                fire = (timer.fireDate, .now)
-            }
+            let timer = LoopTimer(
+                after: .milliseconds(20), tolerance: tolerance,
+                loop.isolated { timer in
+                    fire = (timer.fireDate, .now)
+                })
             loop.add(timer, forMode: .default)
             loop.run(mode: .default, for: .seconds(5))
             return fire ?? (.now, .now - .seconds(1000))
@@ -140,14 +147,18 @@ import Testing
             let start = ContinuousClock.now
             var events: [String] = []
             var aFiredAt = start
-            let sleeps = LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
-                events.append(activity == .beforeWaiting ? "sleep" : "wake")
-            }
-            let a = LoopTimer(fireAt: start + .milliseconds(50), tolerance: .milliseconds(30)) { _ in
-                events.append("A")
-                aFiredAt = .now
-            }
-            let b = LoopTimer(fireAt: start + .milliseconds(70)) { _ in events.append("B") }
+            let sleeps = LoopObserver(
+                activities: [.beforeWaiting, .afterWaiting],
+                loop.isolated { _, activity in
+                    events.append(activity == .beforeWaiting ? "sleep" : "wake")
+                })
+            let a = LoopTimer(
+                fireAt: start + .milliseconds(50), tolerance: .milliseconds(30),
+                loop.isolated { _ in
+                    events.append("A")
+                    aFiredAt = .now
+                })
+            let b = LoopTimer(fireAt: start + .milliseconds(70), loop.isolated { _ in events.append("B") })
             loop.add(sleeps, forMode: .default)
             loop.add(a, forMode: .default)
             loop.add(b, forMode: .default)
@@ -170,18 +181,22 @@ import Testing
             let start = ContinuousClock.now
             var unblocked = start
             var iterations: [Instant] = []
-            let marker = LoopObserver(activities: .beforeTimers) { _, _ in iterations.append(.now) }
+            let marker = LoopObserver(activities: .beforeTimers, loop.isolated { _, _ in iterations.append(.now) })
             loop.add(marker, forMode: .default)
             var fires: [(date: Instant, at: Instant)] = []
-            let timer = LoopTimer(fireAt: start + interval, interval: interval) { timer in
-                fires.append((timer.fireDate, .now))
-                if fires.count == 3 { timer.invalidate() }
-            }
+            let timer = LoopTimer(
+                fireAt: start + interval, interval: interval,
+                loop.isolated { timer in
+                    fires.append((timer.fireDate, .now))
+                    if fires.count == 3 { timer.invalidate() }
+                })
             // A callout that keeps the loop busy for 55 ms: the repeating timer misses five fires.
-            let blocker = LoopTimer(fireAt: start) { _ in
-                usleep(55_000)
-                unblocked = .now
-            }
+            let blocker = LoopTimer(
+                fireAt: start,
+                loop.isolated { _ in
+                    usleep(55_000)
+                    unblocked = .now
+                })
             loop.add(timer, forMode: .default)
             loop.add(blocker, forMode: .default)
             loop.run(mode: .default, for: .seconds(5))
@@ -214,7 +229,7 @@ import Testing
         let (fires, result) = onFreshThread {
             let loop = Loop.current
             var fires: [(date: Instant, at: Instant)] = []
-            let timer = LoopTimer(after: original) { timer in fires.append((timer.fireDate, .now)) }
+            let timer = LoopTimer(after: original, loop.isolated { timer in fires.append((timer.fireDate, .now)) })
             loop.add(timer, forMode: .default)
             let rearm: @Sendable () -> Void = {
                 let date = ContinuousClock.now + newDelay
@@ -243,10 +258,12 @@ import Testing
         let (fires, result, valid, contained) = onFreshThread {
             let loop = Loop.current
             var fires = 0
-            let timer = LoopTimer(after: .milliseconds(5), repeating: .milliseconds(5)) { timer in
-                fires += 1
-                if fires == 3 { timer.invalidate() }
-            }
+            let timer = LoopTimer(
+                after: .milliseconds(5), repeating: .milliseconds(5),
+                loop.isolated { timer in
+                    fires += 1
+                    if fires == 3 { timer.invalidate() }
+                })
             loop.add(timer, forMode: .default)
             loop.add(LoopSource {}, forMode: .default)  // the loop keeps running after the invalidation
             let result = loop.run(mode: .default, for: .milliseconds(80))
@@ -262,7 +279,7 @@ import Testing
         let (fires, result, elapsed) = onFreshThread {
             let loop = Loop.current
             var fires = 0
-            let timer = LoopTimer(after: .seconds(2)) { _ in fires += 1 }
+            let timer = LoopTimer(after: .seconds(2), loop.isolated { _ in fires += 1 })
             loop.add(timer, forMode: .default)
             whenAsleep(loop) { timer.invalidate() }
             let start = ContinuousClock.now
@@ -281,7 +298,7 @@ import Testing
         let (firesAfterFire, valid, contained, result, fires) = onFreshThread {
             let loop = Loop.current
             var fires = 0
-            let timer = LoopTimer(after: .milliseconds(20)) { _ in fires += 1 }
+            let timer = LoopTimer(after: .milliseconds(20), loop.isolated { _ in fires += 1 })
             loop.add(timer, forMode: .default)
             timer.fire()
             let firesAfterFire = fires
@@ -301,10 +318,12 @@ import Testing
         let (firesAfterFire, valid, dateKept, fires, result) = onFreshThread {
             let loop = Loop.current
             var fires: [Instant] = []
-            let timer = LoopTimer(after: .milliseconds(20), repeating: .milliseconds(20)) { timer in
-                fires.append(timer.fireDate)
-                if fires.count == 3 { timer.invalidate() }
-            }
+            let timer = LoopTimer(
+                after: .milliseconds(20), repeating: .milliseconds(20),
+                loop.isolated { timer in
+                    fires.append(timer.fireDate)
+                    if fires.count == 3 { timer.invalidate() }
+                })
             loop.add(timer, forMode: .default)
             let date = timer.fireDate
             timer.fire()
@@ -332,7 +351,7 @@ import Testing
         let (hasInterval, fires, valid, result) = onFreshThread {
             let loop = Loop.current
             var fires = 0
-            let timer = LoopTimer(after: .milliseconds(2), repeating: interval) { _ in fires += 1 }
+            let timer = LoopTimer(after: .milliseconds(2), repeating: interval, loop.isolated { _ in fires += 1 })
             loop.add(timer, forMode: .default)
             loop.add(LoopSource {}, forMode: .default)
             let result = loop.run(mode: .default, for: .milliseconds(50))
@@ -349,7 +368,7 @@ import Testing
         let (dateInPast, fires, result, elapsed) = onFreshThread {
             let loop = Loop.current
             var fires = 0
-            let timer = LoopTimer(after: delay) { _ in fires += 1 }
+            let timer = LoopTimer(after: delay, loop.isolated { _ in fires += 1 })
             let dateInPast = timer.fireDate <= .now
             loop.add(timer, forMode: .default)
             let start = ContinuousClock.now
@@ -382,7 +401,7 @@ import Testing
         let (contained, fires) = onFreshThread {
             let loop = Loop.current
             var fires = 0
-            let timer = LoopTimer(after: .milliseconds(2)) { _ in fires += 1 }
+            let timer = LoopTimer(after: .milliseconds(2), loop.isolated { _ in fires += 1 })
             loop.add(timer, forMode: .default)
             loop.add(timer, forMode: .tracking)
             let contained = loop.contains(timer, inMode: .default) && loop.contains(timer, inMode: .tracking)

@@ -47,7 +47,7 @@ public final class FrameLink: @unchecked Sendable {
     ///
     /// Any thread. `framesPerSecond` must be positive (a programmer error otherwise). The handler
     /// runs on the loop's thread and may read `timestamp`, `targetTimestamp` and change the link.
-    public init(framesPerSecond: Int = 60, _ handler: @escaping (FrameLink) -> Void) {
+    public init(framesPerSecond: Int = 60, _ handler: sending @escaping (FrameLink) -> Void) {
         precondition(framesPerSecond > 0, "RunLoopKit: FrameLink needs a positive frame rate, not \(framesPerSecond)")
         let now = ContinuousClock.now
         let duration = FrameLink.duration(of: framesPerSecond)

@@ -65,7 +65,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// added to a loop.
     public convenience init(
         fileDescriptor: Int32, events: Events,
-        _ handler: @escaping (LoopDescriptorSource, Events) -> Void
+        _ handler: sending @escaping (LoopDescriptorSource, Events) -> Void
     ) throws(LoopError) {
         try Platform.validateWatchable(fileDescriptor)
         self.init(unchecked: fileDescriptor, events: events, closesDescriptor: false, handler)

@@ -45,7 +45,7 @@ public final class LoopObserver: @unchecked Sendable {
     /// Any thread. The observer does nothing until added to a loop.
     public init(
         activities: Loop.Activity, repeats: Bool = true, order: Int = 0,
-        _ handler: @escaping (LoopObserver, Loop.Activity) -> Void
+        _ handler: sending @escaping (LoopObserver, Loop.Activity) -> Void
     ) {
         self.activities = activities
         self.repeats = repeats

@@ -61,7 +61,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// Creates a port whose `handler` receives each message on the loop's thread.
     ///
     /// Any thread. The port does nothing until added to a loop; messages sent before that wait.
-    public init(_ handler: @escaping (Message) -> Void) {
+    public init(_ handler: sending @escaping (Message) -> Void) {
         let mailbox = self.mailbox
         // Ready while messages wait; 0 (first) for a port whose delivery is under way.
         let readiness: @Sendable () -> UInt64? = {

@@ -47,7 +47,7 @@ public final class LoopSignalSource: @unchecked Sendable {
     /// thread that blocks it inherits it blocked, and a blocked signal never reaches the handler).
     /// `SIGKILL`, `SIGSTOP` and numbers outside 1…64 are programmer errors; so are more than 16
     /// live sources for one signal.
-    public init(signal: Int32, _ handler: @escaping (Int32) -> Void) {
+    public init(signal: Int32, _ handler: sending @escaping (Int32) -> Void) {
         self.signal = signal
         let (descriptor, slot) = Platform.catchSignal(signal)
         let route = Route(signal: signal, slot: slot)

@@ -44,14 +44,14 @@ public final class LoopSource: @unchecked Sendable {
     /// Creates a source whose `perform` runs when it is signalled.
     ///
     /// Any thread. The source does nothing until added to a loop.
-    public convenience init(order: Int = 0, _ perform: @escaping () -> Void) {
+    public convenience init(order: Int = 0, _ perform: sending @escaping () -> Void) {
         self.init(order: order, readiness: nil, perform)
     }
 
     /// With `readiness`, a port's source (version 1), served after the timers (step 2.5), not with
     /// the custom sources (step 2.3): it is ready while `readiness` gives a time (a signal stamp,
     /// 0 for a port in the middle of a delivery), whether or not it was signalled since.
-    init(order: Int, readiness: (@Sendable () -> UInt64?)?, _ perform: @escaping () -> Void) {
+    init(order: Int, readiness: (@Sendable () -> UInt64?)?, _ perform: sending @escaping () -> Void) {
         self.order = order
         self.readiness = readiness
         self.guardedState = State(perform: perform)

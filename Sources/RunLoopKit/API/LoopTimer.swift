@@ -93,7 +93,7 @@ public final class LoopTimer: @unchecked Sendable {
     public init(
         fireAt: ContinuousClock.Instant, interval: Duration? = nil, tolerance: Duration = .zero,
         missedFirePolicy: MissedFirePolicy = .keepPhase,
-        _ handler: @escaping (LoopTimer) -> Void
+        _ handler: sending @escaping (LoopTimer) -> Void
     ) {
         self.interval = interval.flatMap { $0.attoseconds > 0 ? $0 : nil }
         // A tolerance of zero is kept as given: `.zero` is a call into the standard library, made
@@ -111,7 +111,7 @@ public final class LoopTimer: @unchecked Sendable {
     public convenience init(
         after delay: Duration, repeating interval: Duration? = nil, tolerance: Duration = .zero,
         missedFirePolicy: MissedFirePolicy = .keepPhase,
-        _ handler: @escaping (LoopTimer) -> Void
+        _ handler: sending @escaping (LoopTimer) -> Void
     ) {
         self.init(
             fireAt: ContinuousClock.now.advanced(bySaturating: delay), interval: interval, tolerance: tolerance,

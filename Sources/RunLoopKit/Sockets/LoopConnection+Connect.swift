@@ -10,7 +10,7 @@ extension LoopConnection {
     /// Any thread. A timeout that is not positive is a programmer error; so is an empty `modes`.
     public static func connect(
         to address: SocketAddress, on loop: Loop, inModes modes: [Loop.Mode] = [.common],
-        timeout: Duration = .seconds(30), _ completion: @escaping (Result<LoopConnection, LoopError>) -> Void
+        timeout: Duration = .seconds(30), _ completion: sending @escaping (Result<LoopConnection, LoopError>) -> Void
     ) {
         precondition(timeout > .zero, "RunLoopKit: connect(timeout:) needs a positive timeout, not \(timeout)")
         precondition(!modes.isEmpty, "RunLoopKit: connect(inModes:) needs at least one mode")
@@ -42,7 +42,7 @@ extension LoopConnection {
 
     private static func startConnecting(
         to address: SocketAddress, on loop: Loop, inModes modes: [Loop.Mode], deadline: ContinuousClock.Instant,
-        _ completion: @escaping (Result<LoopConnection, LoopError>) -> Void
+        _ completion: sending @escaping (Result<LoopConnection, LoopError>) -> Void
     ) {
         let descriptor: Int32
         do {

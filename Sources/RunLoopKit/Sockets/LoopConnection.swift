@@ -260,7 +260,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// waiting are delivered soon after, on the loop's thread.
     ///
     /// Any thread; the handler runs on the loop's thread.
-    public func onRead(_ handler: @escaping (LoopConnection, inout LoopBuffer) -> Void) {
+    public func onRead(_ handler: sending @escaping (LoopConnection, inout LoopBuffer) -> Void) {
         let box = ReadHandler(handler)
         onLoop { connection in
             connection.readHandler = box.handler
@@ -272,7 +272,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     ///
     /// Any thread; the handler runs on the loop's thread. Set after the connection closed, it is
     /// told `closed` (once) soon after.
-    public func onEvent(_ handler: @escaping (LoopConnection, Event) -> Void) {
+    public func onEvent(_ handler: sending @escaping (LoopConnection, Event) -> Void) {
         let box = EventHandler(handler)
         onLoop { connection in
             guard connection.phase == .closed else {
@@ -465,11 +465,11 @@ struct Unchecked<Value>: @unchecked Sendable {
 /// Carries an `onRead` handler to the loop's thread.
 struct ReadHandler: @unchecked Sendable {
     let handler: (LoopConnection, inout LoopBuffer) -> Void
-    init(_ handler: @escaping (LoopConnection, inout LoopBuffer) -> Void) { self.handler = handler }
+    init(_ handler: sending @escaping (LoopConnection, inout LoopBuffer) -> Void) { self.handler = handler }
 }
 
 /// Carries an `onEvent` handler to the loop's thread.
 struct EventHandler: @unchecked Sendable {
     let handler: (LoopConnection, LoopConnection.Event) -> Void
-    init(_ handler: @escaping (LoopConnection, LoopConnection.Event) -> Void) { self.handler = handler }
+    init(_ handler: sending @escaping (LoopConnection, LoopConnection.Event) -> Void) { self.handler = handler }
 }

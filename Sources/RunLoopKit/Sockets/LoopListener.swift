@@ -52,7 +52,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     /// backlog is a programmer error.
     public init(
         address: SocketAddress, backlog: Int = 1024, reusePort: Bool = false,
-        _ accept: @escaping (LoopConnection) -> Void
+        _ accept: sending @escaping (LoopConnection) -> Void
     ) throws(LoopError) {
         precondition(backlog >= 0, "RunLoopKit: LoopListener needs a backlog of 0 or more, not \(backlog)")
         let descriptor = try SocketCall.listen(on: address, backlog: backlog, reusePort: reusePort)

@@ -147,7 +147,7 @@ public final class LoopProcess: @unchecked Sendable {
     ///
     /// Any thread. Replaces an earlier handler. Set after the exit was delivered, the handler is
     /// queued at once on that loop, in the mode the exit was delivered in.
-    public func onExit(_ handler: @escaping (LoopProcess, Status) -> Void) {
+    public func onExit(_ handler: sending @escaping (LoopProcess, Status) -> Void) {
         let late: (Loop, Loop.Mode, Status)? = state.withLock { state in
             guard let status = state.status, let (loop, mode) = state.deliveredOn else {
                 state.handler = handler
@@ -331,7 +331,7 @@ private final class Watch {
 /// An `onExit` handler queued on a loop after the exit: it runs on that loop's thread only.
 private struct UncheckedHandler: @unchecked Sendable {
     let handler: (LoopProcess, LoopProcess.Status) -> Void
-    init(_ handler: @escaping (LoopProcess, LoopProcess.Status) -> Void) { self.handler = handler }
+    init(_ handler: sending @escaping (LoopProcess, LoopProcess.Status) -> Void) { self.handler = handler }
 }
 
 extension Loop {
