@@ -305,3 +305,133 @@ private func onOwnExecutor(_ body: () async throws -> Void) async throws {
         #expect(outcome.idleServedAfterwards)
     }
 }
+
+// MARK: Shared state and backpressure
+
+@Suite(.serialized) struct GuideServerExampleTests {
+    /// The chat server: a line from one member reaches the other members, not its sender; a member
+    /// that leaves is forgotten.
+    @Test func aChatLineReachesTheOtherMembers() async throws {
+        let chat = LoopThread(name: "chat")
+        let members = LoopBound([ObjectIdentifier: LoopConnection](), on: chat.loop)
+        let room = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
+            let id = ObjectIdentifier(connection)
+            members.value[id] = connection
+            connection.onRead { _, buffer in
+                while let line = buffer.readLine() {
+                    for (other, member) in members.value where other != id {
+                        member.write(line + [0x0A])
+                    }
+                }
+            }
+            connection.onEvent { _, event in
+                if case .closed = event { members.value[id] = nil }
+            }
+        }
+        chat.loop.add(room, forMode: .common)
+        defer { chat.stop() }
+
+        let clients = LoopThread(name: "members")
+        defer { clients.stop() }
+        let alice = try await LoopConnection.connect(to: room.localAddress, on: clients.loop)
+        let bob = try await LoopConnection.connect(to: room.localAddress, on: clients.loop)
+        let carol = try await LoopConnection.connect(to: room.localAddress, on: clients.loop)
+        #expect(await memberCount(of: members, becomes: 3))
+        try await alice.write(Array("hello\n".utf8))
+        for member in [bob, carol] {
+            var line: [UInt8] = []
+            while !line.contains(0x0A) { line += try await member.read(maxLength: 64) }
+            #expect(line == Array("hello\n".utf8))
+        }
+        carol.close()
+        #expect(await memberCount(of: members, becomes: 2))
+        try await bob.write(Array("bye\n".utf8))
+        var line: [UInt8] = []
+        while !line.contains(0x0A) { line += try await alice.read(maxLength: 64) }
+        #expect(line == Array("bye\n".utf8))
+        alice.close()
+        bob.close()
+    }
+
+    /// The proxy: 8 MiB through it to an echo backend and back, byte for byte, with a client that
+    /// reads only after it has written everything, so both directions fill and pause.
+    @Test func theProxyCarriesBothWaysWithBackpressure() async throws {
+        let (backendThread, backendPort) = try echoBackend()
+        defer { backendThread.stop() }
+
+        /// Moves what `source` reads to `sink`, pausing `source` while `sink` holds too much.
+        func pipe(from source: LoopConnection, to sink: LoopConnection) {
+            source.onRead { source, buffer in
+                sink.write(&buffer)
+                if !sink.isWritable { source.isReadingPaused = true }
+            }
+            sink.onEvent { _, event in
+                switch event {
+                case .writable: source.isReadingPaused = false
+                case .closed: source.close()
+                case .readClosed: break
+                }
+            }
+        }
+
+        let proxy = LoopThread(name: "proxy")
+        let backend = try SocketAddress(ipv4: "127.0.0.1", port: backendPort)
+        let front = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { client in
+            client.isReadingPaused = true  // until the backend answers
+            LoopConnection.connect(to: backend, on: proxy.loop) { result in
+                guard case .success(let server) = result else { return client.close() }
+                pipe(from: client, to: server)
+                pipe(from: server, to: client)
+                client.isReadingPaused = false
+            }
+        }
+        proxy.loop.add(front, forMode: .common)
+        defer { proxy.stop() }
+
+        let user = LoopThread(name: "user")
+        defer { user.stop() }
+        let connection = try await LoopConnection.connect(to: front.localAddress, on: user.loop)
+        let payload = (0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        enqueue(payload, on: connection)  // all of it at once: nobody reads yet
+        var echoed: [UInt8] = []
+        while echoed.count < payload.count {
+            let bytes = try await connection.read(maxLength: 1 << 20)
+            if bytes.isEmpty { break }
+            echoed += bytes
+        }
+        #expect(echoed.count == payload.count)
+        #expect(echoed == payload)
+        connection.close()
+    }
+}
+
+/// A plain echo server on a thread of its own, for the proxy to reach.
+private func echoBackend() throws -> (LoopThread, Int) {
+    let thread = LoopThread(name: "backend")
+    let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
+        connection.onRead { connection, buffer in
+            connection.write(&buffer)
+            if !connection.isWritable { connection.isReadingPaused = true }
+        }
+        connection.onEvent { connection, event in
+            if event == .writable { connection.isReadingPaused = false }
+        }
+    }
+    thread.loop.add(listener, forMode: .common)
+    return (thread, listener.localAddress.port!)
+}
+
+/// Whether the chat's member count reaches `count` within 10 s (read on the chat's loop).
+private func memberCount(
+    of members: LoopBound<[ObjectIdentifier: LoopConnection]>, becomes count: Int
+) async -> Bool {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if (try? await members.loop.submit { members.value.count }) == count { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return false
+}
+
+/// Queues `bytes` without waiting for them to drain (the synchronous `write`).
+private func enqueue(_ bytes: [UInt8], on connection: LoopConnection) { connection.write(bytes) }
