@@ -282,3 +282,27 @@ final class Inbox: Sendable {
         }
     }
 }
+
+// MARK: Deadlocks
+
+/// Runs `body` on a new thread and waits up to `limit` for it to return; returns whether it did.
+/// A deadlock then fails the test that asked instead of hanging the suite (the stuck thread is
+/// left behind).
+func returns(within limit: Duration = .seconds(30), _ body: @escaping @Sendable () -> Void) -> Bool {
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+        body()
+        done.signal()
+    }.start()
+    let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+    return done.wait(timeout: .now() + seconds) == .success
+}
+
+/// An object a handler captures whose deinit runs `onDeinit`: set it to call back into the item,
+/// its loop or another item, which must not deadlock however the handler is released.
+final class CallsBack: @unchecked Sendable {
+    var onDeinit: (() -> Void)?
+    private(set) var ran = false
+    deinit { onDeinit?() }
+    func touch() { ran = true }
+}

@@ -159,26 +159,29 @@ public final class FrameLink: @unchecked Sendable {
     ///
     /// Any thread.
     public func remove(from loop: Loop, forMode mode: Loop.Mode) {
-        state.withLock { state in
-            guard let timer = state.timer, state.loop === loop else { return }
+        // Removed after the link's lock: what the removal releases may call back into the link.
+        let timer: LoopTimer? = state.withLock { state in
+            guard let timer = state.timer, state.loop === loop else { return nil }
             state.modes.removeAll { $0 == mode }
-            loop.remove(timer, forMode: mode)
+            return timer
         }
+        if let timer { loop.remove(timer, forMode: mode) }
     }
 
     /// Stops the link for good: removes it from every mode of its loop and releases the handler.
     ///
     /// Any thread, including the handler.
     public func invalidate() {
-        let timer: LoopTimer? = state.withLock { state in
-            guard state.isValid else { return nil }
+        // The handler goes after the lock and the timer's invalidation: its captures may call
+        // back into the link or its loop as they go.
+        let (timer, handler): (LoopTimer?, ((FrameLink) -> Void)?) = state.withLock { state in
+            guard state.isValid else { return (nil, nil) }
             state.isValid = false
-            state.handler = nil
             state.modes = []
-            defer { state.timer = nil }
-            return state.timer
+            return (state.timer.take(), state.handler.take())
         }
         timer?.invalidate()
+        withExtendedLifetime(handler) {}
     }
 
     // MARK: The timer

@@ -35,8 +35,9 @@ public final class LoopObserver: @unchecked Sendable {
     /// The modes of its loop the observer is in; guarded by that loop's `state` lock, which
     /// also makes the runtime's exclusivity checks redundant.
     @exclusivity(unchecked) var membership = Membership()
-    /// Insertion sequence for tie-breaks; guarded by the owning loop's `state` lock.
-    var sequence: UInt64 = 0
+    /// Its sort key's insertion sequence in each mode (ties of `order` go by it); guarded by the
+    /// owning loop's `state` lock.
+    @exclusivity(unchecked) var positions = ModePositions()
     /// Set while the handler runs; only touched on the loop's thread.
     @exclusivity(unchecked) private var isRunning = false
 
@@ -62,7 +63,7 @@ public final class LoopObserver: @unchecked Sendable {
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        invalidateItem { $1.handler = nil }
+        invalidateItem { $1.handler.take() }
     }
 
     // MARK: Loop machinery

@@ -12,7 +12,9 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     private final class Mailbox: Sendable {
         struct Queue {
             /// Each message with its posting time (ticks) while an instrument listens, else 0.
-            var messages: [(Message, Ticks)] = []
+            /// Taken ones are moved out (nil): a message's deinit may send to the port, so none is
+            /// released under the lock.
+            var messages: [(Message, Ticks)?] = []
             /// Index of the first undelivered message (delivered ones are dropped in bulk).
             var head = 0
             /// How many messages were ever queued: the last one's number.
@@ -26,7 +28,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             var isEmpty: Bool { head == messages.count }
 
             mutating func takeFirst() -> (Message, Ticks)? {
-                messages.takeFirst(head: &head)
+                messages.moveFirst(head: &head)
             }
         }
 
@@ -98,10 +100,14 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     public func invalidate() {
         mailbox.isOpen.store(false, ordering: .releasing)
         source.invalidate()
-        mailbox.queue.withLock { queue in
-            queue.messages.removeAll()
-            queue.head = 0
+        // Dropped after the lock: a message's deinit may send to the port.
+        let dropped = mailbox.queue.withLock { queue in
+            defer { queue.head = 0 }
+            let messages = queue.messages
+            queue.messages = []
+            return messages
         }
+        withExtendedLifetime(dropped) {}
     }
 }
 

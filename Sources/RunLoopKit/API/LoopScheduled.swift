@@ -62,9 +62,10 @@ public final class LoopScheduled: @unchecked Sendable {
                 expected: Status.pending.rawValue, desired: Status.cancelled.rawValue, ordering: .acquiringAndReleasing
             ).exchanged
         else { return }
+        // Released after the queue's lock: the block's captures may schedule or cancel as they go.
         let released = block.take()
         link?.boundLoop.use { $0.scheduledWasCancelled(self) }
-        _ = released
+        withExtendedLifetime(released) {}
     }
 
     /// Whether `cancel()` stopped the block from running (also true for a handle that a loop which

@@ -34,6 +34,8 @@ public final class LoopSource: @unchecked Sendable {
     /// The modes of its loop the source is in; guarded by that loop's `state` lock, which
     /// also makes the runtime's exclusivity checks redundant.
     @exclusivity(unchecked) var membership = Membership()
+    /// Its index in each mode's sources; guarded by its loop's `state` lock.
+    @exclusivity(unchecked) var positions = ModePositions()
     private static let signalClock = Atomic<UInt64>(0)
 
     /// A process-wide increasing stamp: the order sources and ports became ready in.
@@ -83,7 +85,7 @@ public final class LoopSource: @unchecked Sendable {
     public func invalidate() {
         invalidateItem { _, state in
             state.isSignalled = false
-            state.perform = nil
+            return state.perform.take()
         }
     }
 

@@ -153,8 +153,8 @@ public final class LoopTimer: @unchecked Sendable {
     /// Any thread, including from inside the timer's own handler.
     public func invalidate() {
         invalidateItem { timer, state in
-            state.handler = nil
             timer.liveGeneration.store(.max, ordering: .releasing)
+            return state.handler.take()
         }
     }
 

@@ -19,7 +19,7 @@ extension Loop {
     func insertItem(
         _ item: some ModeMember, forMode mode: Mode, joining join: (inout ModeItems, UInt64) -> Void
     ) -> Bool {
-        let added = state.withLock { state in
+        let added = withTables { state in
             guard !state.ended else { return false }
             state.add(item, forMode: mode, joining: join)
             _ = item.updateKeeper()  // never returns an object when adding
@@ -47,17 +47,31 @@ extension Loop {
     private func changeMembership(
         of item: some ModeMember, onLoopThread: Bool = false, _ change: (inout ModeTable) -> Void
     ) {
-        let released: (AnyObject?, [TimerHeap]) = state.withLock { state in
+        let released: (AnyObject?, ([TimerHeap], [TimerHeap.Entry])) = state.withLock { state in
             change(&state)
             // Almost always empty (a mode lost its last timer): not copied and reset then.
-            guard !state.garbage.isEmpty else { return (item.updateKeeper(), []) }
-            defer { state.garbage.removeAll() }
-            return (item.updateKeeper(), state.garbage)
+            guard state.hasGarbage else { return (item.updateKeeper(), ([], [])) }
+            return (item.updateKeeper(), state.takeGarbage())
         }
         // Only descriptor sources' removals matter to a batch of ready descriptors.
         if item is LoopDescriptorSource { removals.add(1, ordering: .releasing) }
         if !onLoopThread { wakeUpIfForeign() }
         withExtendedLifetime(released) {}
+    }
+
+    /// Runs `body` on the tables under `state`, then releases what it dropped (stale heap entries,
+    /// heaps of a mode that lost its last timer) after the lock: a removed timer's last reference
+    /// may be among them, and its handler's captures may call into the loop as they go.
+    @inline(__always)
+    func withTables<R>(_ body: (inout ModeTable) -> R) -> R {
+        var garbage: ([TimerHeap], [TimerHeap.Entry]) = ([], [])
+        let result = state.withLock { state in
+            let result = body(&state)
+            if state.hasGarbage { garbage = state.takeGarbage() }
+            return result
+        }
+        withExtendedLifetime(garbage) {}
+        return result
     }
 
     func containsItem(_ item: some ModeMember, inMode mode: Mode) -> Bool {
@@ -66,7 +80,7 @@ extension Loop {
 
     /// Pushes a rescheduled timer's new entries into the heaps of every mode holding it. Any thread.
     func timerDidReschedule(_ timer: LoopTimer) {
-        state.withLock { state in
+        withTables { state in
             let modes = timer.membership.modes
             guard !modes.isEmpty else { return }
             let schedule = timer.schedule

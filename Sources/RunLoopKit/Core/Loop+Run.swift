@@ -259,7 +259,9 @@ extension Loop {
         withExtendedLifetime(view) {
             view.observers.withUnsafeBufferPointer { observers in
                 for index in observers.indices {
-                    let observer = Unmanaged.passUnretained(observers[index])
+                    // A hole is an observer that left the mode.
+                    guard let live = observers[index].observer else { continue }
+                    let observer = Unmanaged.passUnretained(live)
                     guard observer._withUnsafeGuaranteedRef({ $0.activities.contains(activity) }) else { continue }
                     callOut(.observer) { observer._withUnsafeGuaranteedRef { $0.callOut(activity) } }
                 }
@@ -350,7 +352,7 @@ extension Loop {
             }
         }
         guard !deferred.isEmpty else { return }
-        state.withLock { state in
+        withTables { state in
             guard state.hasItems(of: mode) else { return }
             state.withItems(of: mode) { items in
                 for (entry, exact) in deferred { items.restore(entry, exact: exact) }
@@ -364,7 +366,7 @@ extension Loop {
         in mode: Mode, now: Ticks, pushedBefore passStart: UInt64,
         deferring deferred: inout [(entry: TimerHeap.Entry, exact: Bool)]
     ) -> (LoopTimer, UInt64)? {
-        state.withLock { state in
+        withTables { state in
             guard state.hasItems(of: mode) else { return nil }
             return state.withItems(of: mode) { items in
                 while let (top, exact) = items.popFirstDue(at: now) {

@@ -12,10 +12,22 @@ struct ModeItems {
     var byFireDate = TimerHeap()
     /// Tolerant timers by latest allowed fire time (fire date + tolerance): when the loop must wake.
     var byLatest = TimerHeap()
-    /// Observers sorted by `order`, then by insertion.
-    var observers: [LoopObserver] = []
+    /// Observers sorted by `order`, then by insertion, with holes (`observer` nil) where observers
+    /// left: removal finds its entry by binary search on the key, O(log n), and the holes are
+    /// squeezed out once they outnumber the observers, amortised O(1).
+    var observers: [ObserverEntry] = []
+    /// Holes in `observers`.
+    var observerHoles = 0
     var observerMask: Loop.Activity = []
+    /// How many observers watch each activity (by bit), so that the mask is kept in O(1).
+    private var activityCounts = ActivityCounts()
+    /// In no particular order (they are performed sorted by order and signal time): each source
+    /// records its index per mode, and removal moves the last one into its place, O(1).
     var sources: [LoopSource] = []
+    /// Heap entries popped or compacted away under the lock, for the caller to release after it
+    /// (a stale entry may hold a removed timer's last reference, and its handler's captures may
+    /// call into the loop as they go).
+    var dropped: [TimerHeap.Entry] = []
     /// Keyed for O(1) removal: a server adds and removes one per connection.
     var descriptors: [ObjectIdentifier: LoopDescriptorSource] = [:]
 
@@ -27,8 +39,56 @@ struct ModeItems {
     /// Observers do not keep a mode alive; sources and timers do (blocks are counted by the loop).
     var hasSourcesOrTimers: Bool { timerCount > 0 || !sources.isEmpty || !descriptors.isEmpty }
 
-    mutating func recomputeObserverMask() {
-        observerMask = observers.reduce(into: []) { $0.formUnion($1.activities) }
+    /// Enters `observer` with the sort key (`order`, `sequence`): appended when it sorts last (the
+    /// usual case, no search), otherwise inserted after a binary search.
+    mutating func insertObserver(_ observer: LoopObserver, sequence: UInt64) {
+        let entry = ObserverEntry(order: observer.order, sequence: sequence, observer: observer)
+        if let last = observers.last, entry.precedes(last) {
+            observers.insert(entry, at: observerIndex { entry.precedes($0) })
+        } else {
+            observers.append(entry)
+        }
+        observerMask = activityCounts.add(observer.activities)
+    }
+
+    /// Takes out the observer entered with the sort key (`order`, `sequence`), leaving a hole.
+    mutating func removeObserver(_ observer: LoopObserver, sequence: UInt64) {
+        let index = observerIndex { !$0.precedes(order: observer.order, sequence: sequence) }
+        assert(observers[index].observer === observer, "RunLoopKit: an observer missing from its mode")
+        observers[index].observer = nil
+        observerHoles += 1
+        observerMask = activityCounts.remove(observer.activities)
+        if observerHoles > observers.count / 2 + 16 {
+            observers.removeAll { $0.observer == nil }
+            observerHoles = 0
+        }
+    }
+
+    /// The first index whose entry satisfies `isAfter` (false, then true, along the array).
+    private func observerIndex(_ isAfter: (ObserverEntry) -> Bool) -> Int {
+        var low = 0
+        var high = observers.count
+        while low < high {
+            let middle = (low + high) / 2
+            if isAfter(observers[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
+    }
+
+    /// Enters `source` at the end of the sources, recording its index.
+    mutating func insertSource(_ source: LoopSource) {
+        source.positions[slot] = sources.count
+        sources.append(source)
+    }
+
+    /// Takes `source` out, moving the last source into its place.
+    mutating func removeSource(_ source: LoopSource) {
+        let index = source.positions.remove(slot)
+        assert(sources[index] === source, "RunLoopKit: a source missing from its mode")
+        let last = sources.removeLast()
+        guard index < sources.count else { return }
+        last.positions[slot] = index
+        sources[index] = last
     }
 
     /// Places the timer's schedule in the heaps. In the timer's first mode an exact schedule goes
@@ -89,16 +149,16 @@ struct ModeItems {
 
     private mutating func compactSparseHeaps(limit: Int) {
         let mode = slot
-        if exact.count > limit { exact.compact { ModeItems.isLive($0, in: mode) } }
-        if byFireDate.count > limit { byFireDate.compact { ModeItems.isLive($0, in: mode) } }
-        if byLatest.count > limit { byLatest.compact { ModeItems.isLive($0, in: mode) } }
+        if exact.count > limit { exact.compact(dropping: &dropped) { ModeItems.isLive($0, in: mode) } }
+        if byFireDate.count > limit { byFireDate.compact(dropping: &dropped) { ModeItems.isLive($0, in: mode) } }
+        if byLatest.count > limit { byLatest.compact(dropping: &dropped) { ModeItems.isLive($0, in: mode) } }
     }
 
     /// Pops stale entries off the tops of the heaps by fire date; returns the live entry that
     /// fires first, and whether it is in `exact`.
     mutating func liveTopByFireDate() -> (entry: TimerHeap.Entry, exact: Bool)? {
-        let exactTop = ModeItems.liveTop(of: &exact, in: slot)
-        guard let tolerantTop = ModeItems.liveTop(of: &byFireDate, in: slot) else {
+        let exactTop = ModeItems.liveTop(of: &exact, in: slot, dropping: &dropped)
+        guard let tolerantTop = ModeItems.liveTop(of: &byFireDate, in: slot, dropping: &dropped) else {
             return exactTop.map { ($0, true) }
         }
         guard let exactTop, exactTop.precedes(tolerantTop) else { return (tolerantTop, false) }
@@ -108,8 +168,10 @@ struct ModeItems {
     /// Pops stale entries off the tops of the heaps by latest fire time; returns the earliest
     /// latest fire time: when the loop must wake.
     mutating func nextWake() -> Ticks? {
-        let exactTop = ModeItems.liveTop(of: &exact, in: slot)?.key
-        guard let tolerantTop = ModeItems.liveTop(of: &byLatest, in: slot)?.key else { return exactTop }
+        let exactTop = ModeItems.liveTop(of: &exact, in: slot, dropping: &dropped)?.key
+        guard let tolerantTop = ModeItems.liveTop(of: &byLatest, in: slot, dropping: &dropped)?.key else {
+            return exactTop
+        }
         return min(exactTop ?? tolerantTop, tolerantTop)
     }
 
@@ -121,10 +183,12 @@ struct ModeItems {
         return (top, isExact)
     }
 
-    private static func liveTop(of heap: inout TimerHeap, in mode: ModeSlot) -> TimerHeap.Entry? {
+    private static func liveTop(
+        of heap: inout TimerHeap, in mode: ModeSlot, dropping dropped: inout [TimerHeap.Entry]
+    ) -> TimerHeap.Entry? {
         while let top = heap.top {
             if isLive(top, in: mode) { return top }
-            heap.pop()
+            if let stale = heap.pop() { dropped.append(stale) }
         }
         return nil
     }
@@ -150,5 +214,39 @@ struct ModeItems {
             else { return nil }
             return entry.timer
         }
+    }
+}
+
+/// An observer's place in a mode: its sort key, kept when the observer leaves (a hole), so the
+/// array stays sorted for the binary search.
+struct ObserverEntry {
+    let order: Int
+    let sequence: UInt64
+    var observer: LoopObserver?
+
+    func precedes(_ other: ObserverEntry) -> Bool { precedes(order: other.order, sequence: other.sequence) }
+
+    func precedes(order: Int, sequence: UInt64) -> Bool {
+        (self.order, self.sequence) < (order, sequence)
+    }
+}
+
+/// How many observers of a mode watch each activity, by the activity's bit.
+struct ActivityCounts {
+    private var counts = [Int](repeating: 0, count: 32)
+
+    /// Counts `activities` once more; returns the activities watched.
+    mutating func add(_ activities: Loop.Activity) -> Loop.Activity { change(activities, by: 1) }
+
+    /// Counts `activities` once less; returns the activities watched.
+    mutating func remove(_ activities: Loop.Activity) -> Loop.Activity { change(activities, by: -1) }
+
+    private mutating func change(_ activities: Loop.Activity, by delta: Int) -> Loop.Activity {
+        var watched: UInt32 = 0
+        for bit in 0..<32 {
+            if activities.rawValue & (1 << bit) != 0 { counts[bit] += delta }
+            if counts[bit] > 0 { watched |= 1 << bit }
+        }
+        return Loop.Activity(rawValue: watched)
     }
 }

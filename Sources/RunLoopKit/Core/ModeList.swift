@@ -77,6 +77,53 @@ struct ModeList: Sequence {
     func makeIterator() -> Iterator { Iterator(list: self) }
 }
 
+/// A number per mode for an item, by mode number, the first two inline: where a source sits in
+/// each mode's array, or an observer's sort key there. Guarded by the owning loop's `state` lock.
+struct ModePositions {
+    private var firstSlot = ModeSlot.max
+    private var firstValue = 0
+    private var secondSlot = ModeSlot.max
+    private var secondValue = 0
+    private var others: [ModeSlot: Int] = [:]
+
+    /// The number recorded for `slot`; the caller recorded one.
+    subscript(slot: ModeSlot) -> Int {
+        get {
+            if firstSlot == slot { return firstValue }
+            if secondSlot == slot { return secondValue }
+            return others[slot]!
+        }
+        set {
+            if firstSlot == slot {
+                firstValue = newValue
+            } else if secondSlot == slot {
+                secondValue = newValue
+            } else if !others.isEmpty, others[slot] != nil {
+                others[slot] = newValue
+            } else if firstSlot == .max {
+                (firstSlot, firstValue) = (slot, newValue)
+            } else if secondSlot == .max {
+                (secondSlot, secondValue) = (slot, newValue)
+            } else {
+                others[slot] = newValue
+            }
+        }
+    }
+
+    /// Forgets `slot`'s number and returns it.
+    mutating func remove(_ slot: ModeSlot) -> Int {
+        if firstSlot == slot {
+            firstSlot = .max
+            return firstValue
+        }
+        if secondSlot == slot {
+            secondSlot = .max
+            return secondValue
+        }
+        return others.removeValue(forKey: slot)!
+    }
+}
+
 /// The modes of its loop an item is in. Guarded by the owning loop's `state` lock.
 struct Membership {
     var modes = ModeList()

@@ -65,26 +65,23 @@ extension LoopTimer: WordLockedItem {
 
 extension LoopObserver: WordLockedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
-        self.sequence = sequence
-        let index =
-            items.observers.firstIndex { ($0.order, $0.sequence) > (order, sequence) } ?? items.observers.endIndex
-        items.observers.insert(self, at: index)
-        items.recomputeObserverMask()
+        positions[items.slot] = Int(truncatingIfNeeded: sequence)
+        items.insertObserver(self, sequence: sequence)
     }
 
     func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
-        items.observers.removeAll { $0 === self }
-        items.recomputeObserverMask()
+        let sequence = UInt64(truncatingIfNeeded: positions.remove(items.slot))
+        items.removeObserver(self, sequence: sequence)
     }
 }
 
 extension LoopSource: WordLockedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
-        items.sources.append(self)
+        items.insertSource(self)
     }
 
     func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
-        items.sources.removeAll { $0 === self }
+        items.removeSource(self)
     }
 }
 

@@ -74,6 +74,29 @@ struct ModeTable {
     /// caller once the lock is let go, because a timer's handler may hold objects whose
     /// deinit calls into the loop.
     var garbage: [TimerHeap] = []
+    /// Stale heap entries popped or compacted away (see `ModeItems.dropped`), released by the
+    /// caller after the lock, as `garbage` is.
+    var droppedEntries: [TimerHeap.Entry] = []
+
+    /// Whether a change left anything for the caller to release after the lock.
+    var hasGarbage: Bool { !garbage.isEmpty || !droppedEntries.isEmpty }
+
+    /// Takes what changes dropped, for the caller to release after the lock.
+    mutating func takeGarbage() -> ([TimerHeap], [TimerHeap.Entry]) {
+        defer {
+            garbage = []
+            droppedEntries = []
+        }
+        return (garbage, droppedEntries)
+    }
+
+    /// Moves the entries the mode numbered `index` dropped to `droppedEntries`.
+    @inline(__always)
+    private mutating func collectDropped(_ index: Int) {
+        guard !modes[index].dropped.isEmpty else { return }
+        droppedEntries.append(contentsOf: modes[index].dropped)
+        modes[index].dropped = []
+    }
 
     init(version: TableVersion = TableVersion()) {
         self.version = version
@@ -94,6 +117,7 @@ struct ModeTable {
     /// Runs `body` on the tables of the mode numbered `slot`, in place.
     mutating func withItems<R>(in slot: ModeSlot, _ body: (inout ModeItems) -> R) -> R {
         version.bump()
+        defer { collectDropped(Int(slot)) }
         return body(&modes[Int(slot)])
     }
 
@@ -101,6 +125,7 @@ struct ModeTable {
     /// dropping stale heap tops, which leaves the live tops as they were.
     mutating func withExistingItems<R>(of mode: Loop.Mode, _ body: (inout ModeItems) -> R) -> R? {
         guard let slot = slot(of: mode) else { return nil }
+        defer { collectDropped(Int(slot)) }
         return body(&modes[Int(slot)])
     }
 
@@ -172,6 +197,7 @@ struct ModeTable {
         guard item.membership.modes.remove(slot) else { return false }
         version.bump()
         item.leave(&modes[Int(slot)], garbage: &garbage)
+        collectDropped(Int(slot))
         return true
     }
 
@@ -243,7 +269,9 @@ struct ModeTable {
         var seen: [ObjectIdentifier: any ModeMember] = commonItems.mapValues(\.item)
         for items in modes {
             for timer in items.timers { seen[ObjectIdentifier(timer)] = timer }
-            for observer in items.observers { seen[ObjectIdentifier(observer)] = observer }
+            for case let observer? in items.observers.lazy.map(\.observer) {
+                seen[ObjectIdentifier(observer)] = observer
+            }
             for source in items.sources { seen[ObjectIdentifier(source)] = source }
             for source in items.descriptors.values { seen[ObjectIdentifier(source)] = source }
         }

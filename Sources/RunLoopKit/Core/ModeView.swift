@@ -11,7 +11,7 @@ final class ModeView {
     let hasSourcesOrTimers: Bool
     let observerMask: Loop.Activity
     /// By `order`, then insertion; the arrays are shared with the tables, not copied.
-    let observers: [LoopObserver]
+    let observers: [ObserverEntry]
     let sources: [LoopSource]
     let nextFireDate: Ticks?
     /// The earliest latest-allowed fire time (fire date + tolerance): when the loop must wake
@@ -52,7 +52,7 @@ extension Loop {
     func view(of mode: Mode) -> ModeView {
         let version = tablesVersion.current
         if let view = onThread.modeView, view.version == version, view.mode == mode { return view }
-        let view = state.withLock { state in
+        let view = withTables { state in
             let isCommon = state.commonModes.contains(mode)
             // Read inside the lock: no change can land between this and the tables read below.
             let version = state.version.current

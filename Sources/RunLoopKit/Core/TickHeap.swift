@@ -111,8 +111,9 @@ struct TickHeap<Element: TickHeapElement> {
         _ = left(entries.removeLast())
     }
 
-    /// Drops every entry for which `isLive` is false, in O(n).
-    mutating func compact(keeping isLive: (Entry) -> Bool) {
+    /// Drops every entry for which `isLive` is false, in O(n), appending them to `dropped` (the
+    /// caller releases them where it may).
+    mutating func compact(dropping dropped: inout [Entry], keeping isLive: (Entry) -> Bool) {
         // By hand, swapping bitwise: `removeAll(where:)` retained and released the element of
         // every entry it moved, a third of the time to compact (callgrind, timer churn).
         let kept = entries.withUnsafeMutableBufferPointer { buffer in
@@ -126,6 +127,7 @@ struct TickHeap<Element: TickHeapElement> {
             }
             return kept
         }
+        dropped.append(contentsOf: entries[kept...])
         entries.removeSubrange(kept...)
         // Floyd's heap construction.
         var index = entries.count / 2

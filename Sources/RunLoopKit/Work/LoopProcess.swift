@@ -148,13 +148,17 @@ public final class LoopProcess: @unchecked Sendable {
     /// Any thread. Replaces an earlier handler. Set after the exit was delivered, the handler is
     /// queued at once on that loop, in the mode the exit was delivered in.
     public func onExit(_ handler: sending @escaping (LoopProcess, Status) -> Void) {
+        // A replaced handler goes after the lock: its captures may call back into the process.
+        var replaced: ((LoopProcess, Status) -> Void)?
         let late: (Loop, Loop.Mode, Status)? = state.withLock { state in
             guard let status = state.status, let (loop, mode) = state.deliveredOn else {
+                replaced = state.handler.take()
                 state.handler = handler
                 return nil
             }
             return (loop, mode, status)
         }
+        withExtendedLifetime(replaced) {}
         guard let (loop, mode, status) = late else { return }
         let call = UncheckedHandler(handler)
         loop.perform(inModes: [mode]) { call.handler(self, status) }
@@ -306,8 +310,9 @@ public final class LoopProcess: @unchecked Sendable {
 /// What the watching source's handler holds: the process (so a process in a loop lives on when
 /// its caller drops it) and, at its release, the news that the watch ended.
 ///
-/// Its deinit runs inside the source's lock (the handler is released there): it must not touch the
-/// source, nor `LoopProcess.watching`, which is held while sources are made and added.
+/// Its deinit runs when the source's handler is released, after the source's locks but possibly
+/// while `LoopProcess.watching` is held (sources are made and added under it): it must not take
+/// that lock.
 private final class Watch {
     let process: LoopProcess
     weak var loop: Loop?
