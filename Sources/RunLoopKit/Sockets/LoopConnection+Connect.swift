@@ -50,7 +50,8 @@ extension LoopConnection {
                         attempt.connection = nil  // on the loop's thread, as the completion runs
                         // A failure after the task was cancelled is the cancellation's doing (or
                         // no longer of interest): the caller learns it was cancelled.
-                        complete(attempt.flag.isCancelled ? $0.mapError { _ in CancellationError() } : $0.mapError { $0 })
+                        complete(
+                            attempt.flag.isCancelled ? $0.mapError { _ in CancellationError() } : $0.mapError { $0 })
                     }
                 }
                 if loop.isCurrentThread {

@@ -141,8 +141,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// cancellation sets, by which a cancellation finds its own call.
     @exclusivity(unchecked) var pendingReads:
         [(maxLength: Int, flag: CancellationFlag, continuation: CheckedContinuation<[UInt8], any Error>)] = []
-    @exclusivity(unchecked) var pendingWrites: [(flag: CancellationFlag, continuation: CheckedContinuation<Void, any Error>)] =
-        []
+    @exclusivity(unchecked) var pendingWrites:
+        [(flag: CancellationFlag, continuation: CheckedContinuation<Void, any Error>)] =
+            []
 
     struct EarlyCalls {
         var calls: [@Sendable (LoopConnection) -> Void] = []

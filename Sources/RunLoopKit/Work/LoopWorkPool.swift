@@ -208,4 +208,3 @@ public final class LoopWorkPool: Sendable {
         return thread
     }
 }
-
