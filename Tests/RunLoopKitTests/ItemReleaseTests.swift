@@ -143,7 +143,8 @@ import Testing
 
     /// The reproduction as a user writes it.
     @Test func theCallingBackSourceReturns() {
-        final class Back {
+        // Sendable, so that the handler may capture it while `make` still sets its source.
+        final class Back: @unchecked Sendable {
             weak var source: LoopSource?
             deinit { _ = source?.isValid }
         }

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import Testing
 
 @testable import RunLoopKit
 
@@ -305,4 +306,126 @@ final class CallsBack: @unchecked Sendable {
     private(set) var ran = false
     deinit { onDeinit?() }
     func touch() { ran = true }
+}
+
+// MARK: Cancellation
+
+/// How a cancelled call ended: its outcome, how long after the cancel, and whether the test had
+/// to unblock it (it ignored the cancellation for `limit`).
+struct CancelledCall<T: Sendable>: Sendable {
+    let result: Result<T, any Error>
+    let elapsed: Duration
+    let unblocked: Bool
+
+    var threwCancellation: Bool {
+        if case .failure(let error) = result { return error is CancellationError }
+        return false
+    }
+}
+
+/// Starts `operation` in a task, cancels the task after `delay` (the call waits by then), and
+/// returns how it ended. A call still running `limit` after the cancel is unblocked with
+/// `unblock` (abort the connection, open a gate), so that a call that ignores cancellation fails
+/// the test instead of hanging it.
+func cancelWhileWaiting<T: Sendable>(
+    after delay: Duration = .milliseconds(100), within limit: Duration = .seconds(2),
+    unblock: @escaping @Sendable () -> Void, _ operation: @escaping @Sendable () async throws -> T
+) async -> CancelledCall<T> {
+    let task = Task.detached { try await operation() }
+    try? await Task.sleep(for: delay)
+    let cancelled = ContinuousClock.now
+    task.cancel()
+    return await outcome(of: task, since: cancelled, within: limit, unblock: unblock)
+}
+
+/// The outcome of `body`, thrown or returned.
+func result<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
+    do { return .success(try await body()) } catch { return .failure(error) }
+}
+
+/// Waits for `task`'s result; if it has none `limit` after `start`, calls `unblock` and waits on.
+func outcome<T: Sendable>(
+    of task: Task<T, any Error>, since start: ContinuousClock.Instant, within limit: Duration,
+    unblock: @escaping @Sendable () -> Void
+) async -> CancelledCall<T> {
+    let unblocked = Locked(false)
+    let ended = await withTaskGroup(of: (Result<T, any Error>, Duration)?.self) { group in
+        group.addTask {
+            let result = await task.result
+            return (result, ContinuousClock.now - start)
+        }
+        group.addTask {
+            try? await Task.sleep(until: start + limit)
+            if !Task.isCancelled {
+                unblocked.withLock { $0 = true }
+                unblock()
+            }
+            return nil
+        }
+        var ended: (Result<T, any Error>, Duration)?
+        while let next = await group.next() {
+            if let next {
+                ended = next
+                group.cancelAll()
+            }
+        }
+        return ended!
+    }
+    return CancelledCall(result: ended.0, elapsed: ended.1, unblocked: unblocked.withLock { $0 })
+}
+
+/// The inodes of this process's sockets (the `socket:[inode]` entries of `/proc/self/fd`).
+func ownSocketInodes() -> Set<String> {
+    guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return [] }
+    var inodes: Set<String> = []
+    for name in names {
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
+            target.hasPrefix("socket:[")
+        else { continue }
+        inodes.insert(String(target.dropFirst(8).dropLast()))
+    }
+    return inodes
+}
+
+/// The inodes of the IPv4 sockets of the machine still connecting (SYN sent) to `port`.
+func socketsConnecting(toPort port: Int) -> Set<String> {
+    guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return [] }
+    var inodes: Set<String> = []
+    for line in table.split(separator: "\n").dropFirst() {
+        let fields = line.split(separator: " ")
+        guard fields.count > 9, fields[3] == "02", let remotePort = fields[2].split(separator: ":").last,
+            Int(remotePort, radix: 16) == port
+        else { continue }
+        inodes.insert(String(fields[9]))
+    }
+    return inodes
+}
+
+/// A loopback listener on a loop thread of its own that keeps every connection it accepts and
+/// neither reads nor writes unless told: a silent peer, or one that never reads.
+final class SilentServer: Sendable {
+    let thread = LoopThread(name: "silent-server")
+    let listener: LoopListener
+    private let accepted = Locked<[LoopConnection]>([])
+    var address: SocketAddress { listener.localAddress }
+
+    init(readingPaused: Bool = false) throws {
+        let accepted = self.accepted
+        listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
+            connection.isReadingPaused = readingPaused
+            accepted.withLock { $0.append(connection) }
+        }
+        thread.loop.add(listener, forMode: .default)
+    }
+
+    /// The first connection accepted, once there is one (10 s at most).
+    func firstConnection() async throws -> LoopConnection {
+        _ = await eventually { accepted.withLock { !$0.isEmpty } }
+        return try #require(accepted.withLock { $0.first })
+    }
+
+    func stop() {
+        listener.invalidate()
+        thread.stop()
+    }
 }

@@ -47,13 +47,26 @@ extension Loop: SerialExecutor, TaskExecutor {
     ///
     /// Any thread or task. Called on the loop's thread it still queues the work (the loop must be
     /// running for it to complete). Throws a `LoopError` if the loop has ended, or ends before
-    /// `body` ran: the caller never waits on a loop that will not run again.
+    /// `body` ran: the caller never waits on a loop that will not run again. Cancelling the calling
+    /// task makes this throw `CancellationError` at once, without waiting for the loop: `body` does
+    /// not run if it had not started, and a `body` already running finishes with its result
+    /// dropped. A task already cancelled throws at once and queues nothing.
     public func submit<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            // If the block is refused, or released unrun when the loop ends, the reply's deinit
-            // resumes the caller with the error.
-            let reply = SubmitReply(continuation)
-            perform { reply.resume(with: Result { try body() }) }
+        try Task.checkCancellation()
+        let reply = CancellableContinuation<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                guard reply.wait(continuation) else {
+                    continuation.resume(throwing: CancellationError())
+                    return
+                }
+                // If the block is refused, or released unrun when the loop ends, the ticket's
+                // deinit resumes the caller with the error.
+                let ticket = SubmitTicket(reply)
+                perform { ticket.run(body) }
+            }
+        } onCancel: {
+            reply.cancel()
         }
     }
 
@@ -110,20 +123,20 @@ struct AfterlifeQueue {
     }
 }
 
-/// The continuation of one `submit`: resumed with the block's result, or with `LoopError.loopEnded`
-/// when the block is released without having run.
-private final class SubmitReply<T: Sendable>: Sendable {
-    private let continuation: Locked<CheckedContinuation<T, any Error>?>
+/// What the posted block of one `submit` holds: released without having run (the loop ended), it
+/// resumes the caller with `LoopError.loopEnded`.
+private final class SubmitTicket<T: Sendable>: Sendable {
+    private let reply: CancellableContinuation<T>
 
-    init(_ continuation: CheckedContinuation<T, any Error>) {
-        self.continuation = Locked(continuation)
-    }
+    init(_ reply: CancellableContinuation<T>) { self.reply = reply }
 
-    func resume(with result: Result<T, any Error>) {
-        continuation.withLock { $0.take() }?.resume(with: result)
+    /// On the loop's thread: runs `body` unless the caller was cancelled meanwhile.
+    func run(_ body: () throws -> T) {
+        guard reply.isWaiting else { return }
+        reply.resume(with: Result { try body() })
     }
 
     deinit {
-        continuation.withLock { $0.take() }?.resume(throwing: LoopError.loopEnded)
+        reply.resume(with: .failure(LoopError.loopEnded))
     }
 }

@@ -23,27 +23,59 @@ extension LoopConnection {
 
     /// Connects to `address` and returns the connection, served by `loop` in `modes`.
     ///
-    /// Any thread. Throws a `LoopError` (`systemError` `ECONNREFUSED`, `ETIMEDOUT`, ...).
+    /// Any thread or task. Throws a `LoopError` (`systemError` `ECONNREFUSED`, `ETIMEDOUT`, ...).
+    /// Cancelling the calling task ends the attempt within one pass of the loop in `modes`: its
+    /// socket is closed and this throws `CancellationError` (a task already cancelled throws it at
+    /// once, and no socket is made). An attempt that connected before the cancellation reached the
+    /// loop returns its connection.
     public static func connect(
         to address: SocketAddress, on loop: Loop, inModes modes: [Loop.Mode] = [.common],
         timeout: Duration = .seconds(30)
     ) async throws -> LoopConnection {
+        precondition(timeout > .zero, "RunLoopKit: connect(timeout:) needs a positive timeout, not \(timeout)")
+        precondition(!modes.isEmpty, "RunLoopKit: connect(inModes:) needs at least one mode")
+        try Task.checkCancellation()
+        let attempt = ConnectAttempt()
         // Handed over through a lock, not only through the continuation: the connection was built
         // on the loop's thread, and the lock orders that for every reader (ThreadSanitizer too).
-        let outcome = Locked<Result<LoopConnection, LoopError>?>(nil)
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            connect(to: address, on: loop, inModes: modes, timeout: timeout) { result in
-                outcome.withLock { $0 = result }
-                continuation.resume()
+        let outcome = Locked<Result<LoopConnection, any Error>?>(nil)
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let complete = { @Sendable (result: Result<LoopConnection, any Error>) in
+                    outcome.withLock { $0 = result }
+                    continuation.resume()
+                }
+                let start = { @Sendable in
+                    startConnecting(to: address, on: loop, inModes: modes, deadline: .now + timeout, attempt: attempt) {
+                        attempt.connection = nil  // on the loop's thread, as the completion runs
+                        // A failure after the task was cancelled is the cancellation's doing (or
+                        // no longer of interest): the caller learns it was cancelled.
+                        complete(
+                            attempt.flag.isCancelled ? $0.mapError { _ in CancellationError() } : $0.mapError { $0 })
+                    }
+                }
+                if loop.isCurrentThread {
+                    start()
+                } else if !loop.perform(inModes: modes, start) {
+                    complete(.failure(LoopError.loopEnded))
+                }
             }
+        } onCancel: {
+            attempt.flag.cancel()
+            let cancel = { @Sendable in attempt.cancelOnLoop() }
+            if loop.isCurrentThread { cancel() } else { loop.perform(inModes: modes, cancel) }
         }
         return try outcome.withLock { $0! }.get()
     }
 
     private static func startConnecting(
         to address: SocketAddress, on loop: Loop, inModes modes: [Loop.Mode], deadline: ContinuousClock.Instant,
-        _ completion: sending @escaping (Result<LoopConnection, LoopError>) -> Void
+        attempt: ConnectAttempt? = nil, _ completion: sending @escaping (Result<LoopConnection, LoopError>) -> Void
     ) {
+        if let attempt, attempt.flag.isCancelled {
+            completion(.failure(LoopError("connecting to \(address) was cancelled")))
+            return
+        }
         let descriptor: Int32
         do {
             descriptor = try SocketCall.makeSocket(for: address)
@@ -64,6 +96,7 @@ extension LoopConnection {
         let connection = LoopConnection(
             descriptor: descriptor, local: local, remote: address, loop: loop, modes: modes, phase: .connecting)
         connection.connectCompletion = completion
+        attempt?.connection = connection
         for mode in modes { loop.add(connection, forMode: mode) }
         // Connected at once or not, the outcome is read when the socket turns writable.
         connection.armDeadline(at: deadline)
@@ -90,50 +123,149 @@ extension LoopConnection {
 
     // MARK: Async
 
-    /// Waits for input and returns up to `maxLength` bytes of it; `[]` at the end of the stream.
+    /// Waits for input and returns up to `maxLength` bytes of it; `[]` at the peer's end of stream.
     ///
-    /// Any thread. After the connection closed, returns what is left of its input, then `[]`,
-    /// or throws its `LoopError` if it closed on an error. Waiting calls are served before `onRead`. A `maxLength` below 1
-    /// is a programmer error.
+    /// Any thread or task. Waiting calls are served before `onRead`, in the order they were made.
+    /// Input that arrived before the connection closed is still returned; after that, a connection
+    /// that closed on an error throws that error, and one closed locally (`close()`, `abort()`)
+    /// throws a `LoopError` ("the connection ... is closed"). Cancelling the calling task ends the
+    /// wait within one pass of the loop in the connection's modes: this throws `CancellationError`
+    /// and takes no bytes (they go to the next read or to `onRead`); the connection stays usable. A
+    /// task already cancelled throws at once. A `maxLength` below 1 is a programmer error.
     public func read(maxLength: Int) async throws -> [UInt8] {
         precondition(maxLength >= 1, "RunLoopKit: read(maxLength:) needs at least 1, not \(maxLength)")
-        return try await withCheckedThrowingContinuation { continuation in
-            onLoop { connection in
-                if !connection.input.isEmpty && !connection.delivering {
-                    continuation.resume(returning: connection.input.read(maxLength: maxLength))
-                } else if connection.phase == .closed, let error = connection.closedError {
-                    continuation.resume(throwing: error)
-                } else if connection.phase == .closed || connection.peerClosed || connection.closeAfterFlush {
-                    continuation.resume(returning: [])
-                } else {
-                    connection.pendingReads.append((maxLength, continuation))
-                    connection.updateInterest()
-                }
+        try Task.checkCancellation()
+        let flag = CancellationFlag()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                onLoop { $0.startReading(maxLength, flag, continuation) }
             }
+        } onCancel: {
+            flag.cancel()
+            onLoop { $0.cancelReading(flag) }
         }
     }
 
     /// Queues `bytes`, then waits until the queued output is below the high watermark.
     ///
-    /// Any thread. Throws a `LoopError` if the connection is closing or closed (the bytes are
-    /// dropped then) or closes while the call waits.
+    /// Any thread or task; writes from one task go out in the order they were made. Throws a
+    /// `LoopError` if the connection is closing or closed (the bytes are dropped then) or closes
+    /// while the call waits. Cancelling the calling task ends the wait within one pass of the loop
+    /// in the connection's modes and this throws `CancellationError`: bytes already queued stay
+    /// queued and are still sent, in order (they are part of the stream, and dropping some would
+    /// corrupt it; `abort()` drops them). A task cancelled before the loop took the bytes (already
+    /// cancelled when it called, for one) queues nothing.
+    ///
+    /// Which `write` a call picks: for an `[UInt8]` argument, this one in `async` functions and
+    /// closures, the queue-only `write(_:)` in synchronous code. Swift ranks overloads in top-level
+    /// code as in synchronous code, so there `try await connection.write(bytes)` picks the
+    /// queue-only one (with the warning that no `async` operation occurs within `await`): await
+    /// writes from an `async` function. Other collections (`ArraySlice<UInt8>`,
+    /// `String.UTF8View`) always pick the queue-only one; `Array(bytes)` waits.
     public func write(_ bytes: [UInt8]) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            onLoop { connection in
-                guard connection.phase != .closed && !connection.closeAfterFlush && !connection.shutdownAfterFlush
-                else {
-                    continuation.resume(throwing: LoopError("the connection to \(connection.remoteAddress) is closed"))
-                    return
-                }
-                bytes.withUnsafeBytes { connection.enqueue($0) }
-                if connection.phase == .closed {
-                    continuation.resume(throwing: LoopError("the connection to \(connection.remoteAddress) is closed"))
-                } else if connection.aboveHighWatermark {
-                    connection.pendingWrites.append(continuation)
-                } else {
-                    continuation.resume()
-                }
-            }
+        try await awaitWrite { connection in
+            // The array crosses to the loop as it is; its bytes are copied there, once.
+            bytes.withUnsafeBytes { connection.enqueue($0) }
         }
+    }
+
+    /// The awaiting write: `enqueue` queues the bytes on the loop's thread, then the call waits
+    /// below the high watermark.
+    private func awaitWrite(_ enqueue: @escaping @Sendable (LoopConnection) -> Void) async throws {
+        try Task.checkCancellation()
+        let flag = CancellationFlag()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                onLoop { $0.startWriting(flag, continuation, enqueue) }
+            }
+        } onCancel: {
+            flag.cancel()
+            onLoop { $0.cancelWriting(flag) }
+        }
+    }
+
+    // MARK: Async, on the loop's thread
+
+    /// What a connection closed by `close()` or `abort()` gives reads and writes.
+    var closedLocallyError: LoopError { LoopError("the connection to \(remoteAddress) is closed") }
+
+    /// Resumes every waiting read with `error`.
+    func failPendingReads(_ error: LoopError) {
+        let reads = pendingReads
+        pendingReads.removeAll()
+        for read in reads { read.continuation.resume(throwing: error) }
+    }
+
+    private func startReading(
+        _ maxLength: Int, _ flag: CancellationFlag, _ continuation: CheckedContinuation<[UInt8], any Error>
+    ) {
+        if flag.isCancelled {
+            continuation.resume(throwing: CancellationError())
+        } else if !input.isEmpty && !delivering {
+            continuation.resume(returning: input.read(maxLength: maxLength))
+        } else if phase == .closed, let closedError {
+            continuation.resume(throwing: closedError)
+        } else if closedLocally {
+            continuation.resume(throwing: closedLocallyError)
+        } else if phase == .closed || peerClosed || closeAfterFlush {
+            continuation.resume(returning: [])
+        } else {
+            pendingReads.append((maxLength, flag, continuation))
+            updateInterest()
+        }
+    }
+
+    /// The task of the read with `flag` was cancelled: if it still waits, it ends, with no bytes.
+    private func cancelReading(_ flag: CancellationFlag) {
+        guard let index = pendingReads.firstIndex(where: { $0.flag === flag }) else { return }
+        let read = pendingReads.remove(at: index)
+        read.continuation.resume(throwing: CancellationError())
+        updateInterest()
+    }
+
+    private func startWriting(
+        _ flag: CancellationFlag, _ continuation: CheckedContinuation<Void, any Error>,
+        _ enqueue: (LoopConnection) -> Void
+    ) {
+        guard !flag.isCancelled else {
+            continuation.resume(throwing: CancellationError())
+            return
+        }
+        guard phase != .closed && !closeAfterFlush && !shutdownAfterFlush else {
+            continuation.resume(throwing: closedError ?? closedLocallyError)
+            return
+        }
+        enqueue(self)
+        if phase == .closed {
+            continuation.resume(throwing: closedError ?? closedLocallyError)
+        } else if aboveHighWatermark {
+            pendingWrites.append((flag, continuation))
+        } else {
+            continuation.resume()
+        }
+    }
+
+    /// The task of the write with `flag` was cancelled: if it still waits, it ends; its bytes stay
+    /// queued.
+    private func cancelWriting(_ flag: CancellationFlag) {
+        guard let index = pendingWrites.firstIndex(where: { $0.flag === flag }) else { return }
+        pendingWrites.remove(at: index).continuation.resume(throwing: CancellationError())
+    }
+}
+
+/// One awaited `connect`: the flag its task's cancellation sets, and the connection once the loop
+/// made it.
+final class ConnectAttempt: @unchecked Sendable {
+    // @unchecked: `connection` is touched on the loop's thread only.
+    let flag = CancellationFlag()
+    var connection: LoopConnection?
+
+    /// On the loop's thread, after the task was cancelled: an attempt still connecting closes its
+    /// socket and fails (which the awaiting call reports as `CancellationError`).
+    func cancelOnLoop() {
+        guard let connection else { return }
+        self.connection = nil
+        guard connection.phase == .connecting else { return }
+        connection.closeNow(LoopError("connecting to \(connection.remoteAddress) was cancelled"))
     }
 }

@@ -106,7 +106,7 @@ extension LoopConnection {
     }
 
     private func peerDidClose() {
-        for (_, continuation) in pendingReads { continuation.resume(returning: []) }
+        for read in pendingReads { read.continuation.resume(returning: []) }
         pendingReads.removeAll()
         emit(.readClosed)
         guard phase == .open else { return }
@@ -124,8 +124,8 @@ extension LoopConnection {
         // Closed: what was read before is still delivered, then the handler is let go.
         defer { if phase == .closed { readHandler = nil } }
         while !pendingReads.isEmpty && !input.isEmpty {
-            let (maxLength, continuation) = pendingReads.removeFirst()
-            continuation.resume(returning: input.read(maxLength: maxLength))
+            let read = pendingReads.removeFirst()
+            read.continuation.resume(returning: input.read(maxLength: read.maxLength))
         }
         guard let handler = readHandler, !input.isEmpty, !isPaused else { return }
         delivering = true
@@ -245,7 +245,7 @@ extension LoopConnection {
             belowHighWatermark.store(true, ordering: .releasing)
             let writers = pendingWrites
             pendingWrites.removeAll()
-            for writer in writers { writer.resume() }
+            for writer in writers { writer.continuation.resume() }
             emit(.writable)
             guard phase != .closed else { return }
         }
@@ -320,11 +320,15 @@ extension LoopConnection {
         output = nil
         bufferedOutput.store(0, ordering: .releasing)
         let ended = error ?? LoopError("the connection to \(remoteAddress) is closed")
-        for (_, continuation) in pendingReads {
-            if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: []) }
+        if let error {
+            failPendingReads(error)
+        } else if closedLocally {
+            failPendingReads(closedLocallyError)
+        } else {
+            for read in pendingReads { read.continuation.resume(returning: []) }
+            pendingReads.removeAll()
         }
-        pendingReads.removeAll()
-        for writer in pendingWrites { writer.resume(throwing: ended) }
+        for writer in pendingWrites { writer.continuation.resume(throwing: ended) }
         pendingWrites.removeAll()
         let completion = connectCompletion
         connectCompletion = nil

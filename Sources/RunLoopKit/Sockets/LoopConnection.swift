@@ -134,10 +134,16 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var discarded = 0
     /// Closing: the output is out and the end of stream sent; waiting for the peer's.
     @exclusivity(unchecked) var lingers = false
+    /// `close()` or `abort()` was called: reads throw once the input is used up (the peer's end
+    /// of stream alone gives `[]`).
+    @exclusivity(unchecked) var closedLocally = false
+    /// Awaiting `read(maxLength:)` and `write(_:)` calls, each with the flag its task's
+    /// cancellation sets, by which a cancellation finds its own call.
     @exclusivity(unchecked) var pendingReads:
-        [(maxLength: Int, continuation: CheckedContinuation<[UInt8], any Error>)] =
+        [(maxLength: Int, flag: CancellationFlag, continuation: CheckedContinuation<[UInt8], any Error>)] = []
+    @exclusivity(unchecked) var pendingWrites:
+        [(flag: CancellationFlag, continuation: CheckedContinuation<Void, any Error>)] =
             []
-    @exclusivity(unchecked) var pendingWrites: [CheckedContinuation<Void, any Error>] = []
 
     struct EarlyCalls {
         var calls: [@Sendable (LoopConnection) -> Void] = []
@@ -429,11 +435,12 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// is not called for what arrives later. Use `abort()` for an immediate reset.
     public func close() {
         onLoop { connection in
-            guard connection.phase != .closed, !connection.closeAfterFlush else { return }
+            guard connection.phase != .closed else { return }
+            connection.closedLocally = true
+            guard !connection.closeAfterFlush else { return }
             connection.closeAfterFlush = true
             // Nothing more is read: waiting reads end here.
-            for (_, continuation) in connection.pendingReads { continuation.resume(returning: []) }
-            connection.pendingReads.removeAll()
+            connection.failPendingReads(connection.closedLocallyError)
             connection.outputDidChange()
         }
     }
@@ -445,6 +452,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     public func abort() {
         onLoop { connection in
             guard connection.phase != .closed else { return }
+            connection.closedLocally = true
             SocketCall.resetOnClose(connection.fileDescriptor)
             connection.closeNow(nil)
         }

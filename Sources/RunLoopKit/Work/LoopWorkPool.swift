@@ -95,27 +95,28 @@ public final class LoopWorkPool: Sendable {
 
     /// Runs `work` on a pool thread and returns its result or error.
     ///
-    /// Any thread or task. Cancelling the calling task cancels the work if it has not started
-    /// (this then throws `CancellationError`); work that has started runs to the end and its
-    /// result is returned. Throws a `LoopError` at once if the pool has shut down.
+    /// Any thread or task. Throws a `LoopError` at once if the pool has shut down. Cancelling the
+    /// calling task makes this throw `CancellationError` at once: work that has not started is
+    /// cancelled and never runs; work that has started runs to the end on its pool thread and its
+    /// result is dropped. A task already cancelled throws at once and queues nothing.
     public func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        // The handle, or that the task was cancelled before there was one.
-        let handle = Locked<(work: LoopWork?, cancelled: Bool)>((nil, false))
+        try Task.checkCancellation()
+        let waiter = CancellableContinuation<T>()
+        let queued = Locked<LoopWork?>(nil)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                let item = submit(work) { continuation.resume(with: $0) }
-                let cancelled = handle.withLock { handle in
-                    handle.work = item
-                    return handle.cancelled
+                guard waiter.wait(continuation) else {
+                    continuation.resume(throwing: CancellationError())
+                    return
                 }
-                if cancelled { item.cancel() }
+                let item = submit(work) { waiter.resume(with: $0) }
+                queued.withLock { $0 = item }
+                // Cancelled meanwhile (the handler found no work to cancel yet), or already done.
+                if !waiter.isWaiting { item.cancel() }
             }
         } onCancel: {
-            let item = handle.withLock { handle in
-                handle.cancelled = true
-                return handle.work
-            }
-            item?.cancel()
+            waiter.cancel()
+            queued.withLock { $0 }?.cancel()
         }
     }
 
