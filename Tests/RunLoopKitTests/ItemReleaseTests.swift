@@ -38,15 +38,16 @@ import Testing
 
     @Test(arguments: ReleaseKind.all)
     func invalidatingFromAnotherThreadReturns(_ kind: ReleaseKind) {
-        let thread = LoopThread(name: "release")
-        defer { thread.stop() }
+        // The thread is stopped under the watchdog too: a deadlocked item may hold up its loop.
         let finished = returns {
+            let thread = LoopThread(name: "release")
             let other = LoopSource {}
             thread.loop.add(other, forMode: .default)
             let specimen = kind.make(CallsBack(), loop: thread.loop, other: other)
             specimen.add(to: thread.loop)
             specimen.invalidate()
             other.invalidate()
+            thread.stop()
         }
         #expect(finished, "invalidating a \(kind) from another thread than its loop's never returned")
     }
@@ -85,13 +86,17 @@ import Testing
         #expect(finished, "stopping a LoopThread whose loop held a \(kind) never returned")
     }
 
-    /// A tolerant timer leaves entries in its mode's heaps when it is removed; the loop pops them
-    /// later, and the last reference to a timer the caller dropped goes with them.
+    /// A tolerant timer leaves entries in its mode's heaps when it is removed (while another timer
+    /// keeps the heaps); the loop pops them later, and the last reference to a timer the caller
+    /// dropped goes with them.
     @Test func aRemovedTolerantTimerReleasedByItsStaleEntriesReturns() {
         let finished = returns {
             let loop = Loop.current
             let other = LoopSource {}
             loop.add(other, forMode: .default)
+            let later = LoopTimer(after: .seconds(60)) { _ in }
+            loop.add(later, forMode: .default)
+            defer { later.invalidate() }
             do {
                 let capture = CallsBack()
                 capture.onDeinit = { _ = loop.contains(other, inMode: .default) }
