@@ -25,7 +25,11 @@ import Testing
         let peer = try await server.firstConnection()
         peer.write("late".utf8)
         var received: [UInt8] = []
-        while received.count < 4 { received += try await connection.read(maxLength: 100) }
+        while received.count < 4 {
+            let bytes = try await connection.read(maxLength: 100)
+            if bytes.isEmpty { break }
+            received += bytes
+        }
         #expect(received == Array("late".utf8))
         let echoed = Recorder<[UInt8]>()
         peer.onRead { _, buffer in echoed.append(buffer.read(maxLength: buffer.count)) }
@@ -262,6 +266,17 @@ import Testing
         try await thread.loop.submit {}
         let didRun = ran.load(ordering: .acquiring)
         #expect(!didRun)
+    }
+
+    @Test func anAsyncConnectOnAnEndedLoopThrows() async throws {
+        let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { _ in }
+        defer { listener.invalidate() }
+        let address = listener.localAddress
+        let loop = endedLoop()
+        let task = Task.detached { try await LoopConnection.connect(to: address, on: loop) }
+        let call = await outcome(of: task, since: .now, within: .seconds(2)) { task.cancel() }
+        #expect(!call.unblocked)
+        #expect(throws: LoopError.self) { try call.result.get() }
     }
 
     @Test func aCancelledExitStatusReturnsWhileTheChildRuns() async throws {
