@@ -44,8 +44,7 @@ import Testing
         let client = LoopThread(name: "client")
         defer { client.stop() }
         let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
-        let start = ContinuousClock.now
-        let task = Task {
+        let call = await timedCall(cancelAfter: nil, within: .seconds(2), unblock: { connection.abort() }) {
             try await withThrowingTaskGroup(of: [UInt8].self) { group in
                 group.addTask { try await connection.read(maxLength: 100) }
                 group.addTask {
@@ -56,7 +55,6 @@ import Testing
                 return try await group.next()!
             }
         }
-        let call = await outcome(of: task, since: start, within: .seconds(2)) { connection.abort() }
         #expect(!call.unblocked && call.elapsed < .seconds(2), "\(call.elapsed)")
         #expect(throws: TimedOut.self) { try call.result.get() }
     }
@@ -102,8 +100,8 @@ import Testing
             let waiting = Task { try await connection.read(maxLength: 100) }
             try await Task.sleep(for: .milliseconds(50))
             if local == "close" { connection.close() } else { connection.abort() }
-            let pending = await outcome(of: waiting, since: .now, within: .seconds(2)) {}
-            #expect(throws: LoopError.self, "\(local)") { try pending.result.get() }
+            let pending = await waiting.result
+            #expect(throws: LoopError.self, "\(local)") { try pending.get() }
             let error = await #expect(throws: LoopError.self, "\(local)") {
                 _ = try await connection.read(maxLength: 100)
             }
@@ -273,8 +271,9 @@ import Testing
         defer { listener.invalidate() }
         let address = listener.localAddress
         let loop = endedLoop()
-        let task = Task.detached { try await LoopConnection.connect(to: address, on: loop) }
-        let call = await outcome(of: task, since: .now, within: .seconds(2)) { task.cancel() }
+        let call = await timedCall(cancelAfter: nil, within: .seconds(2), unblock: {}) {
+            try await LoopConnection.connect(to: address, on: loop)
+        }
         #expect(!call.unblocked)
         #expect(throws: LoopError.self) { try call.result.get() }
     }
