@@ -25,7 +25,11 @@ import Testing
         let peer = try await server.firstConnection()
         peer.write("late".utf8)
         var received: [UInt8] = []
-        while received.count < 4 { received += try await connection.read(maxLength: 100) }
+        while received.count < 4 {
+            let bytes = try await connection.read(maxLength: 100)
+            if bytes.isEmpty { break }
+            received += bytes
+        }
         #expect(received == Array("late".utf8))
         let echoed = Recorder<[UInt8]>()
         peer.onRead { _, buffer in echoed.append(buffer.read(maxLength: buffer.count)) }
@@ -40,8 +44,7 @@ import Testing
         let client = LoopThread(name: "client")
         defer { client.stop() }
         let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
-        let start = ContinuousClock.now
-        let task = Task {
+        let call = await timedCall(cancelAfter: nil, within: .seconds(2), unblock: { connection.abort() }) {
             try await withThrowingTaskGroup(of: [UInt8].self) { group in
                 group.addTask { try await connection.read(maxLength: 100) }
                 group.addTask {
@@ -52,7 +55,6 @@ import Testing
                 return try await group.next()!
             }
         }
-        let call = await outcome(of: task, since: start, within: .seconds(2)) { connection.abort() }
         #expect(!call.unblocked && call.elapsed < .seconds(2), "\(call.elapsed)")
         #expect(throws: TimedOut.self) { try call.result.get() }
     }
@@ -98,8 +100,8 @@ import Testing
             let waiting = Task { try await connection.read(maxLength: 100) }
             try await Task.sleep(for: .milliseconds(50))
             if local == "close" { connection.close() } else { connection.abort() }
-            let pending = await outcome(of: waiting, since: .now, within: .seconds(2)) {}
-            #expect(throws: LoopError.self, "\(local)") { try pending.result.get() }
+            let pending = await waiting.result
+            #expect(throws: LoopError.self, "\(local)") { try pending.get() }
             let error = await #expect(throws: LoopError.self, "\(local)") {
                 _ = try await connection.read(maxLength: 100)
             }
@@ -262,6 +264,18 @@ import Testing
         try await thread.loop.submit {}
         let didRun = ran.load(ordering: .acquiring)
         #expect(!didRun)
+    }
+
+    @Test func anAsyncConnectOnAnEndedLoopThrows() async throws {
+        let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { _ in }
+        defer { listener.invalidate() }
+        let address = listener.localAddress
+        let loop = endedLoop()
+        let call = await timedCall(cancelAfter: nil, within: .seconds(2), unblock: {}) {
+            try await LoopConnection.connect(to: address, on: loop)
+        }
+        #expect(!call.unblocked)
+        #expect(throws: LoopError.self) { try call.result.get() }
     }
 
     @Test func aCancelledExitStatusReturnsWhileTheChildRuns() async throws {

@@ -121,8 +121,11 @@ private func descriptorsAfterWarmUp(_ server: EchoServer, _ client: LoopThread) 
     let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
     try await connection.write([1])
     _ = try await connection.read(maxLength: 1)
+    // Closed once the server's end of stream came (a read after close() throws: the event tells).
+    let closed = Recorder<LoopError?>()
+    connection.recordClosed(in: closed)
     connection.close()
-    _ = try await readToEnd(connection)
+    _ = await eventually { closed.count == 1 }
     try await Task.sleep(for: .milliseconds(50))
     return openDescriptorCount()
 }

@@ -331,47 +331,45 @@ func cancelWhileWaiting<T: Sendable>(
     after delay: Duration = .milliseconds(100), within limit: Duration = .seconds(2),
     unblock: @escaping @Sendable () -> Void, _ operation: @escaping @Sendable () async throws -> T
 ) async -> CancelledCall<T> {
-    let task = Task.detached { try await operation() }
-    try? await Task.sleep(for: delay)
-    let cancelled = ContinuousClock.now
-    task.cancel()
-    return await outcome(of: task, since: cancelled, within: limit, unblock: unblock)
+    await timedCall(cancelAfter: delay, within: limit, unblock: unblock, operation)
+}
+
+/// Runs `operation` in a task (cancelled after `delay`, if one is given) and returns how it ended
+/// and how long after the start (or the cancel) it did, unblocking it with `unblock` after
+/// `limit`. The task runs on a loop thread of its own, and its end and the limit are timed there:
+/// on a loaded machine the cooperative threads may all be busy with other tests for seconds.
+func timedCall<T: Sendable>(
+    cancelAfter delay: Duration?, within limit: Duration, unblock: @escaping @Sendable () -> Void,
+    _ operation: @escaping @Sendable () async throws -> T
+) async -> CancelledCall<T> {
+    let runner = LoopThread(name: "timed-call")
+    defer { runner.stop() }
+    let ended = Locked<(result: Result<T, any Error>, at: ContinuousClock.Instant)?>(nil)
+    let unblocked = Locked(false)
+    var start = ContinuousClock.now
+    let task = Task(executorPreference: runner.loop) {
+        let outcome = await result { try await operation() }
+        ended.withLock { $0 = (outcome, .now) }
+    }
+    if let delay {
+        try? await Task.sleep(for: delay)
+        start = .now
+        task.cancel()
+    }
+    let watchdog = runner.loop.schedule(after: limit) {
+        guard ended.withLock({ $0 == nil }) else { return }
+        unblocked.withLock { $0 = true }
+        unblock()
+    }
+    await task.value
+    watchdog.cancel()
+    let (outcome, end) = ended.withLock { $0! }
+    return CancelledCall(result: outcome, elapsed: end - start, unblocked: unblocked.withLock { $0 })
 }
 
 /// The outcome of `body`, thrown or returned.
 func result<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
     do { return .success(try await body()) } catch { return .failure(error) }
-}
-
-/// Waits for `task`'s result; if it has none `limit` after `start`, calls `unblock` and waits on.
-func outcome<T: Sendable>(
-    of task: Task<T, any Error>, since start: ContinuousClock.Instant, within limit: Duration,
-    unblock: @escaping @Sendable () -> Void
-) async -> CancelledCall<T> {
-    let unblocked = Locked(false)
-    let ended = await withTaskGroup(of: (Result<T, any Error>, Duration)?.self) { group in
-        group.addTask {
-            let result = await task.result
-            return (result, ContinuousClock.now - start)
-        }
-        group.addTask {
-            try? await Task.sleep(until: start + limit)
-            if !Task.isCancelled {
-                unblocked.withLock { $0 = true }
-                unblock()
-            }
-            return nil
-        }
-        var ended: (Result<T, any Error>, Duration)?
-        while let next = await group.next() {
-            if let next {
-                ended = next
-                group.cancelAll()
-            }
-        }
-        return ended!
-    }
-    return CancelledCall(result: ended.0, elapsed: ended.1, unblocked: unblocked.withLock { $0 })
 }
 
 /// The inodes of this process's sockets (the `socket:[inode]` entries of `/proc/self/fd`).
