@@ -346,24 +346,32 @@ func timedCall<T: Sendable>(
     defer { runner.stop() }
     let ended = Locked<(result: Result<T, any Error>, at: ContinuousClock.Instant)?>(nil)
     let unblocked = Locked(false)
-    var start = ContinuousClock.now
+    let started = Locked(ContinuousClock.now)
     let task = Task(executorPreference: runner.loop) {
         let outcome = await result { try await operation() }
         ended.withLock { $0 = (outcome, .now) }
     }
-    if let delay {
-        try? await Task.sleep(for: delay)
-        start = .now
-        task.cancel()
+    // The cancel and the limit on the runner's loop too, not after a sleep of the test's task.
+    let loop = runner.loop
+    let watch = { @Sendable in
+        _ = loop.schedule(after: limit) {
+            guard ended.withLock({ $0 == nil }) else { return }
+            unblocked.withLock { $0 = true }
+            unblock()
+        }
     }
-    let watchdog = runner.loop.schedule(after: limit) {
-        guard ended.withLock({ $0 == nil }) else { return }
-        unblocked.withLock { $0 = true }
-        unblock()
+    if let delay {
+        loop.schedule(after: delay) {
+            started.withLock { $0 = .now }
+            task.cancel()
+            watch()
+        }
+    } else {
+        loop.perform { watch() }
     }
     await task.value
-    watchdog.cancel()
     let (outcome, end) = ended.withLock { $0! }
+    let start = started.withLock { $0 }
     return CancelledCall(result: outcome, elapsed: end - start, unblocked: unblocked.withLock { $0 })
 }
 
