@@ -281,7 +281,7 @@ import Testing
     @Test func aCancelledExitStatusReturnsWhileTheChildRuns() async throws {
         let thread = LoopThread(name: "process")
         defer { thread.stop() }
-        let child = try LoopProcess(executable: "/bin/sleep", arguments: ["30"])
+        let child = try LoopProcess(executable: "/bin/sleep", arguments: ["3600"])  // outlives a slow sanitizer run
         defer { child.signal(SIGKILL) }
         thread.loop.add(child, forMode: .common)
         let call = await cancelWhileWaiting(unblock: { child.signal(SIGKILL) }) {
