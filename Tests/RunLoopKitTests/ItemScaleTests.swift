@@ -8,7 +8,7 @@ import Testing
 /// 50,000 items takes about ten times as long as one of 5,000 to fill and empty, where a linear
 /// removal (or a debug check walking the tables) would take a hundred times as long. Items go to
 /// a running `LoopThread`'s loop in the mode it runs, from one thread and from 20, and leave in
-/// random order. Each test measures both sizes itself, the best of two runs each, so a loaded
+/// random order. Each test measures both sizes itself, the best of three runs each, so a loaded
 /// machine or a sanitizer slows both alike.
 @Suite(.serialized) struct ItemScaleTests {
     static let small = 5_000
@@ -17,15 +17,15 @@ import Testing
     /// the cache misses of a larger table.
     static let bound = 40.0
 
-    @Test(arguments: [ScaleKind.sources, .observers], [1, 20] as [Int])
+    @Test(arguments: [ScaleKind.sources, .timers, .observers], [1, 20] as [Int])
     func fillingAndEmptyingAModeGrowsLinearly(_ kind: ScaleKind, threads: Int) {
         let thread = LoopThread(name: "scale")
         defer { thread.stop() }
         let loop = thread.loop
-        let smallTime = ItemScaleTests.best(of: 2) {
+        let smallTime = ItemScaleTests.best(of: 3) {
             kind.fillAndEmpty(loop, count: ItemScaleTests.small, threads: threads)
         }
-        let largeTime = ItemScaleTests.best(of: 2) {
+        let largeTime = ItemScaleTests.best(of: 3) {
             kind.fillAndEmpty(loop, count: ItemScaleTests.large, threads: threads)
         }
         let ratio = largeTime / smallTime

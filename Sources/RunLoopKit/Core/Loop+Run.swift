@@ -175,7 +175,7 @@ extension Loop {
         // Ports are served after the sleep (step 2.5): one of this mode with messages waiting
         // means no sleep; the flag alone may stand for another mode's port.
         if portSignalled.load(ordering: .acquiring),
-            withView(of: mode, { $0.sources.contains(where: { $0.isPort && $0.pendingSignal != nil }) })
+            withView(of: mode, walking: true, { $0.sources.contains(where: { $0.isPort && $0.pendingSignal != nil }) })
         {
             return true
         }
@@ -255,7 +255,7 @@ extension Loop {
         // view's array is immutable and keeps its observers alive while the view is held, so
         // they are called without a reference count each (callgrind, six observers: 12 retains
         // and releases a pass).
-        let view = view(of: mode)
+        let view = view(of: mode, walking: true)
         withExtendedLifetime(view) {
             view.observers.withUnsafeBufferPointer { observers in
                 for index in observers.indices {
@@ -284,7 +284,7 @@ extension Loop {
         // emptying were ~150 instructions of a busy loop's pass (callgrind).
         var single: LoopSource?
         var several = false
-        withView(of: mode) { view in
+        withView(of: mode, walking: true) { view in
             for source in view.sources where source.isPort == ports && source.pendingSignal != nil {
                 guard single == nil else {
                     several = true
@@ -312,7 +312,7 @@ extension Loop {
             signalled.removeAll(keepingCapacity: true)
             onThread.signalledScratch = signalled
         }
-        withView(of: mode) { view in
+        withView(of: mode, walking: true) { view in
             for source in view.sources where source.isPort == ports {
                 if let since = source.pendingSignal { signalled.append((source, since)) }
             }

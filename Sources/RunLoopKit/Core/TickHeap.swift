@@ -108,7 +108,11 @@ struct TickHeap<Element: TickHeapElement> {
                 }
             }
         }
-        _ = left(entries.removeLast())
+        // Taken before the call: `left(entries.removeLast())` loads `self` for `left` first, and
+        // that second reference to the array made `removeLast` copy all of it (debug builds:
+        // removing 20,000 timers took 2.4 s, 5,000 took 0.14 s).
+        let removed = entries.removeLast()
+        _ = left(removed)
     }
 
     /// Drops every entry for which `isLive` is false, in O(n), appending them to `dropped` (the
