@@ -5,6 +5,7 @@
 # after `swift build`).
 #
 #   racy-*.swift  must fail to compile, with the diagnostic its `// expect-error:` line names
+#   reject-*.swift  the same, for a call that compiled would not do what it says (not a race)
 #   trap-*.swift  must compile, then stop with the message its `// expect-trap:` line names
 #                 before the handler it guards runs
 #   safe-*.swift  must compile without a warning and run to completion (exit status 0)
@@ -26,10 +27,10 @@ check() {
     name="$(basename "$file" .swift)"
     log="$work/$name.log"
     case "$name" in
-    racy-*)
+    racy-* | reject-*)
         expected="$(sed -n 's#^// expect-error: ##p' "$file")"
         if swiftc "${flags[@]}" -emit-sil -o /dev/null "$file" >"$log" 2>&1; then
-            echo "FAIL $name: compiled, but it races (expected: $expected)"
+            echo "FAIL $name: compiled, but it must not (expected: $expected)"
             return 1
         fi
         if ! grep -qF -- "$expected" "$log"; then
@@ -68,7 +69,7 @@ check() {
         fi
         ;;
     *)
-        echo "FAIL $name: not racy-, trap- or safe-"
+        echo "FAIL $name: not racy-, reject-, trap- or safe-"
         return 1
         ;;
     esac

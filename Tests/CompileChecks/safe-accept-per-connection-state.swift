@@ -17,7 +17,7 @@ let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 
 worker.loop.add(listener, forMode: .default)
 
 let client = try await LoopConnection.connect(to: listener.localAddress, on: worker.loop)
-client.write(Array("a\nb\n".utf8))
+client.enqueue(Array("a\nb\n".utf8))  // queue-only: top-level code is async here
 var received: [UInt8] = []
 while received.filter({ $0 == 0x0A }).count < 2 { received += try await client.read(maxLength: 100) }
 precondition(String(decoding: received, as: UTF8.self) == "1: a\n2: b\n")

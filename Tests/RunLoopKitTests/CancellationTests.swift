@@ -23,7 +23,7 @@ import Testing
         #expect(!call.unblocked && call.elapsed < .seconds(2), "\(call.elapsed)")
         // The bytes that arrive later go to the next read, and writing works.
         let peer = try await server.firstConnection()
-        peer.write("late".utf8)
+        peer.enqueue("late".utf8)
         var received: [UInt8] = []
         while received.count < 4 {
             let bytes = try await connection.read(maxLength: 100)
@@ -68,7 +68,7 @@ import Testing
         let peer = try await server.firstConnection()
         let received = Recorder<[UInt8]>()
         peer.onRead { _, buffer in received.append(buffer.read(maxLength: buffer.count)) }
-        peer.write("waiting".utf8)
+        peer.enqueue("waiting".utf8)
         // The bytes are in the client's input (read on its loop's thread) before the calls run.
         var buffered = 0
         for _ in 0..<5_000 where buffered < 7 {

@@ -37,7 +37,7 @@ import Testing
         let events = Recorder<LoopConnection.Event>()
         let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
         connection.onEvent { _, event in events.append(event) }
-        connection.write("abc".utf8)
+        connection.enqueue("abc".utf8)
         connection.shutdownOutput()
         let received = try await readToEnd(connection)
         #expect(received == Array("abc".utf8))
@@ -60,7 +60,7 @@ import Testing
         defer { client.stop() }
         let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
         connection.allowsHalfClosure = true
-        connection.write("x".utf8)
+        connection.enqueue("x".utf8)
         connection.shutdownOutput()
         let received = try await readToEnd(connection)
         #expect(received == Array("xlate".utf8))
@@ -178,7 +178,7 @@ import Testing
         connection.onRead { _, buffer in received.append(buffer.read(maxLength: 100)) }
         #expect(await eventually { received.events.flatMap { $0 } == Array("early".utf8) })
         connection.close()
-        connection.write("dropped".utf8)
+        connection.enqueue("dropped".utf8)
         await #expect(throws: LoopError.self) { try await connection.write(Array("too late".utf8)) }
     }
 
@@ -203,7 +203,7 @@ import Testing
         let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
         // The request, then more than one wake-up of the server reads, which it never reads.
         let request = Array("request\n".utf8) + [UInt8](repeating: 0x6A, count: 512 * 1024)
-        connection.write(request[...])
+        connection.enqueue(request[...])
         var received = 0
         var other = 0
         while true {
@@ -241,7 +241,7 @@ import Testing
         accepted.events[0].close()
         #expect(try await readToEnd(connection) == Array("ping".utf8))
         // Still waiting: bytes sent now are dropped, not echoed, and do not end the wait.
-        connection.write("ignored".utf8)
+        connection.enqueue("ignored".utf8)
         #expect(await eventually { closed.count == 1 })
         let waited = ContinuousClock.now - start
         #expect(waited >= LoopConnection.lingerTime - .milliseconds(50))

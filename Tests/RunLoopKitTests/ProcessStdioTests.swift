@@ -40,7 +40,7 @@ import Testing
         for (name, stream) in [("in", streams.0), ("out", streams.1), ("err", streams.2)] {
             stream.onEvent { _, event in events.append("\(name) \(event)") }
         }
-        streams.0.write("hello\n".utf8)
+        streams.0.enqueue("hello\n".utf8)
         thread.loop.add(process, forMode: .default)
         // In the mode, unless the whole conversation already ran on the loop's thread and the
         // stream closed (a slow test thread): a closing connection invalidates its source before
@@ -69,7 +69,7 @@ import Testing
         let payload = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         let input = try #require(process.standardInput)
         input.allowsHalfClosure = true
-        input.write(payload[...])
+        input.enqueue(payload[...])
         input.shutdownOutput()
         let copied = try await readAll(try #require(process.standardOutput))
         #expect(copied == payload)
@@ -130,7 +130,7 @@ import Testing
         for index in 0..<200 {
             let process = try shell("read x; echo $x")
             thread.loop.add(process, forMode: .default)
-            process.standardInput!.write("\(index)\n".utf8)
+            process.standardInput!.enqueue("\(index)\n".utf8)
             #expect(try await readAll(process.standardOutput!) == Array("\(index)\n".utf8))
             #expect(try await readAll(process.standardError!) == [])
             #expect(try await readAll(process.standardInput!) == [])
@@ -139,7 +139,7 @@ import Testing
         }
         for _ in 0..<50 {
             let process = try shell("exit 0")
-            process.standardInput!.write("dropped\n".utf8)
+            process.standardInput!.enqueue("dropped\n".utf8)
             pids.append(process.pid)
         }
         try await thread.loop.submit {}

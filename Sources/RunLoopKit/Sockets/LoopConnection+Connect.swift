@@ -156,17 +156,24 @@ extension LoopConnection {
     /// corrupt it; `abort()` drops them). A task cancelled before the loop took the bytes (already
     /// cancelled when it called, for one) queues nothing.
     ///
-    /// Which `write` a call picks: for an `[UInt8]` argument, this one in `async` functions and
-    /// closures, the queue-only `write(_:)` in synchronous code. Swift ranks overloads in top-level
-    /// code as in synchronous code, so there `try await connection.write(bytes)` picks the
-    /// queue-only one (with the warning that no `async` operation occurs within `await`): await
-    /// writes from an `async` function. Other collections (`ArraySlice<UInt8>`,
-    /// `String.UTF8View`) always pick the queue-only one; `Array(bytes)` waits.
+    /// Which `write` a call picks: this one in `async` functions and closures, the queue-only
+    /// `write(_:)` in synchronous code. In top-level code Swift ranks overloads as in synchronous
+    /// code (swiftlang/swift#74459), so there `try await connection.write(bytes)` does not
+    /// compile ("unavailable from asynchronous contexts") instead of queueing without waiting:
+    /// await writes from an `async` function or a `Task`, or queue them with `enqueue(_:)`.
     public func write(_ bytes: [UInt8]) async throws {
         try await awaitWrite { connection in
             // The array crosses to the loop as it is; its bytes are copied there, once.
-            bytes.withUnsafeBytes { connection.enqueue($0) }
+            bytes.withUnsafeBytes { connection.queueOutput($0) }
         }
+    }
+
+    /// `write(_:)` of any collection of bytes (`ArraySlice<UInt8>`, `String.UTF8View`, …): queues
+    /// a copy of them and waits below the high watermark, as the `[UInt8]` form does.
+    ///
+    /// Any thread or task; the rules of the `[UInt8]` form (order, errors, cancellation).
+    public func write(_ bytes: some Collection<UInt8>) async throws {
+        try await write(Array(bytes))
     }
 
     /// The awaiting write: `enqueue` queues the bytes on the loop's thread, then the call waits

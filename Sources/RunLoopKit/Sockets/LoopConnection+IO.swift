@@ -175,7 +175,7 @@ extension LoopConnection {
     }
 
     /// Sends `bytes` at once if nothing is queued, and queues the rest.
-    func enqueue(_ bytes: UnsafeRawBufferPointer) {
+    func queueOutput(_ bytes: UnsafeRawBufferPointer) {
         guard acceptsOutput, bytes.count > 0 else { return }
         var rest = bytes
         if queuedBytes == 0 && phase == .open {
@@ -195,7 +195,7 @@ extension LoopConnection {
 
     /// Moves the bytes of `buffer` to the output, sending first what the socket takes if nothing
     /// is queued.
-    func enqueue(_ buffer: EventBuffer) {
+    func queueOutput(_ buffer: EventBuffer) {
         guard acceptsOutput, buffer.count > 0 else { return }
         if queuedBytes == 0 && phase == .open {
             let sent = buffer.send(to: fileDescriptor)

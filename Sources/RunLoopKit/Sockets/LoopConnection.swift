@@ -295,13 +295,31 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     // MARK: Writing
 
     /// Queues a copy of `bytes` for sending (sending at once what the socket takes, when nothing
-    /// is queued before them).
+    /// is queued before them), without waiting: the spelling for synchronous code, handlers
+    /// included. In `async` code, `try await write(_:)` waits below the high watermark instead.
     ///
     /// Any thread; writes from one thread go out in the order they were made.
+    ///
+    /// Unavailable from `async` contexts, where a call meant to wait must not silently queue
+    /// only: Swift ranks overloads in top-level code as in synchronous code (swiftlang/swift#74459),
+    /// so there `try await connection.write(bytes)` would pick this one. Use `enqueue(_:)` to
+    /// queue without waiting there.
+    @available(
+        *, noasync, message: "in async code use 'try await write(_:)', which waits, or 'enqueue(_:)', which queues only"
+    )
     public func write(_ bytes: some Collection<UInt8>) {
+        enqueue(bytes)
+    }
+
+    /// Queues a copy of `bytes` for sending (sending at once what the socket takes, when nothing
+    /// is queued before them), without waiting: the queue-only `write(_:)`, callable from any
+    /// context, `async` code and top-level code included.
+    ///
+    /// Any thread; writes from one thread go out in the order they were made.
+    public func enqueue(_ bytes: some Collection<UInt8>) {
         if isOnLoopThread {
-            if bytes.withContiguousStorageIfAvailable({ enqueue(UnsafeRawBufferPointer($0)) }) == nil {
-                Array(bytes).withUnsafeBytes { enqueue($0) }
+            if bytes.withContiguousStorageIfAvailable({ queueOutput(UnsafeRawBufferPointer($0)) }) == nil {
+                Array(bytes).withUnsafeBytes { queueOutput($0) }
             }
         } else {
             var buffer = LoopBuffer(bytes)
@@ -316,11 +334,11 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     public func write(_ buffer: inout LoopBuffer) {
         guard !buffer.isEmpty else { return }
         if isOnLoopThread {
-            buffer.withUnique { enqueue($0) }
+            buffer.withUnique { queueOutput($0) }
         } else {
             // The buffer's storage itself goes to the loop: no copy, no new buffer.
             let box = Unchecked(buffer.take())
-            onLoop { $0.enqueue(box.value) }
+            onLoop { $0.queueOutput(box.value) }
         }
     }
 
