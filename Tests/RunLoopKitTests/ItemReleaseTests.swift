@@ -146,6 +146,59 @@ import Testing
         #expect(finished, "a non-repeating observer invalidating itself never returned")
     }
 
+    /// A connection lets go of its handlers once it has closed, however it closed; an object
+    /// they capture may call back into the connection, its loop and another item from its
+    /// deinit (here: read its queue, write to it, close it again).
+    @Test(arguments: ConnectionEnding.allCases)
+    func aConnectionReleasesItsHandlersWhenItEnds(_ ending: ConnectionEnding) {
+        let finished = returns {
+            let thread = LoopThread(name: "release-connection")
+            let loop = thread.loop
+            let other = LoopSource {}
+            loop.add(other, forMode: .default)
+            let listener = try! LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { accepted in
+                if ending == .peerCloses { accepted.close() }
+            }
+            loop.add(listener, forMode: .default)
+            let connections = Recorder<LoopConnection>()
+            let released = DispatchSemaphore(value: 0)
+            LoopConnection.connect(to: listener.localAddress, on: loop) { result in
+                guard case .success(let connection) = result else { return }
+                let capture = CallsBack()
+                capture.onDeinit = { [weak connection, weak loop, weak other] in
+                    _ = connection?.outputBufferedBytes
+                    connection?.write([1])
+                    connection?.close()
+                    if let loop, let other {
+                        _ = loop.contains(other, inMode: .default)
+                        other.signal()
+                    }
+                    released.signal()
+                }
+                connection.onRead { _, buffer in
+                    capture.touch()
+                    buffer.consume(buffer.count)
+                }
+                connection.onEvent { _, _ in capture.touch() }
+                connections.append(connection)
+            }
+            while connections.count == 0 { usleep(1_000) }
+            let connection = connections.events[0]
+            connections.removeAll()
+            switch ending {
+            case .close: connection.close()
+            case .abort: connection.abort()
+            case .peerCloses: break
+            case .loopEnds: thread.stop()
+            }
+            released.wait()
+            listener.invalidate()
+            other.invalidate()
+            thread.stop()
+        }
+        #expect(finished, "a connection ended by \(ending) never released its handlers, or deadlocked doing so")
+    }
+
     /// The reproduction as a user writes it.
     @Test func theCallingBackSourceReturns() {
         // Sendable, so that the handler may capture it while `make` still sets its source.
@@ -263,6 +316,11 @@ struct ReleaseKind: Sendable, CustomTestStringConvertible {
                 probe: { $0.probe() })
         },
     ]
+}
+
+/// How a connection of `aConnectionReleasesItsHandlersWhenItEnds` ends.
+enum ConnectionEnding: String, CaseIterable, Sendable {
+    case close, abort, peerCloses, loopEnds
 }
 
 /// A block scheduled on a loop (`Loop.schedule`), made before it is scheduled so that the
