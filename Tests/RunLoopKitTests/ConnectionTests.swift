@@ -29,6 +29,53 @@ import Testing
         connection.close()
     }
 
+    /// A connect that fails at once (a missing Unix path: `ENOENT` from `connect` itself) completes
+    /// later, on a pass of its loop in the modes it was given: never inside `connect()`, never in
+    /// another mode.
+    @Test func aConnectThatFailsAtOnceCompletesLaterInItsModes() {
+        let (duringCall, inDefault, after) = onFreshThread { () -> (Int, Int, [Int32?]) in
+            let loop = Loop.current
+            let modal = Loop.Mode("modal")
+            let keepsDefault = LoopTimer(after: .seconds(600)) { _ in }
+            loop.add(keepsDefault, forMode: .default)
+            defer { keepsDefault.invalidate() }
+            let outcome = Recorder<Int32?>()
+            let address = try! SocketAddress(unixPath: temporaryUnixPath("missing"))
+            LoopConnection.connect(to: address, on: loop, inModes: [modal]) { result in
+                if case .failure(let error) = result { outcome.append(error.systemError) }
+            }
+            let duringCall = outcome.count
+            loop.run(mode: .default, for: .milliseconds(20))
+            let inDefault = outcome.count
+            _ = runLoop(loop, in: modal) { outcome.count > 0 }
+            return (duringCall, inDefault, outcome.events)
+        }
+        #expect(duringCall == 0, "the completion ran inside connect()")
+        #expect(inDefault == 0, "the completion ran in a mode it was not given")
+        #expect(after == [ENOENT])
+    }
+
+    @Test func isOpenFollowsTheConnection() async throws {
+        let server = try EchoServer()
+        defer { server.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: server.thread.loop)
+        #expect(connection.isOpen)
+        let closed = Recorder<LoopError?>()
+        connection.recordClosed(in: closed)
+        connection.close()
+        #expect(await eventually { closed.count == 1 })
+        #expect(!connection.isOpen)
+    }
+
+    @Test func eventsPrintPlainly() {
+        #expect("\(LoopConnection.Event.closed(nil))" == "closed")
+        #expect(
+            "\(LoopConnection.Event.closed(LoopError("reset by peer", systemError: ECONNRESET)))"
+                == "closed: reset by peer")
+        #expect("\(LoopConnection.Event.readClosed)" == "readClosed")
+        #expect(String(describing: LoopConnection.Event.writable) == "writable")
+    }
+
     @Test func clientHalfCloseIsAnsweredThenClosed() async throws {
         let server = try EchoServer()
         defer { server.stop() }

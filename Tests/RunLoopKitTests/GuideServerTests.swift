@@ -78,6 +78,22 @@ private func echoWithBackpressure(_ connection: LoopConnection) {
     }
 }
 
+/// Answers each line with itself.
+private func handle(_ line: [UInt8], from connection: LoopConnection) {
+    connection.write(line + [0x0A])
+}
+
+/// Serves lines, refusing one longer than the input limit.
+private func serveLines(_ connection: LoopConnection) {
+    connection.onRead { connection, buffer in
+        while let line = buffer.readLine() { handle(line, from: connection) }
+        if buffer.count >= connection.inputLimit {
+            connection.write(Array("ERROR line too long\n".utf8))
+            connection.close()
+        }
+    }
+}
+
 /// Stops `listener` and serves `busyConnections` alone, in a mode of their own, until they have
 /// closed; `loop` is the calling thread's.
 private func drain(_ listener: LoopListener, busyConnections: [LoopConnection], on loop: Loop) {
@@ -243,6 +259,29 @@ private func onOwnExecutor(_ body: () async throws -> Void) async throws {
         probe.invalidate()
         try await onOwnExecutor { try await echoClient(port: port) }
         #expect(printed.events == ["nobody listens on 127.0.0.1:\(port)"])
+    }
+
+    @Test func aLineLongerThanTheInputLimitIsRefused() throws {
+        let server = try EchoServer { connection in
+            connection.inputLimit = 1024
+            serveLines(connection)
+        }
+        defer { server.stop() }
+        let (output, _) = try runPython(
+            """
+            import socket, sys
+            s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+            s.sendall(b"hello\\n" + b"x" * 5000)
+            s.settimeout(20)
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            sys.stdout.write(data.decode())
+            """, [String(server.address.port ?? 0)])
+        #expect(output == "hello\nERROR line too long\n")
     }
 
     @Test func backpressurePausesReadingUntilTheOutputDrains() async throws {

@@ -50,11 +50,11 @@ import Testing
         #expect(String(decoding: try await readAll(streams.1), as: UTF8.self) == "got:hello\n")
         #expect(String(decoding: try await readAll(streams.2), as: UTF8.self) == "err\n")
         #expect(try await process.exitStatus() == .exited(0))
-        let expected = ["in", "out", "err"].flatMap { ["\($0) readClosed", "\($0) closed(nil)"] }
+        let expected = ["in", "out", "err"].flatMap { ["\($0) readClosed", "\($0) closed"] }
         #expect(await eventually { expected.allSatisfy(events.events.contains) }, "\(events.events)")
         for name in ["in", "out", "err"] {
             let own = events.events.filter { $0.hasPrefix(name + " ") }
-            #expect(own == ["\(name) readClosed", "\(name) closed(nil)"])
+            #expect(own == ["\(name) readClosed", "\(name) closed"])
         }
     }
 

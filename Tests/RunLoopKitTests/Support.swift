@@ -435,3 +435,25 @@ final class SilentServer: Sendable {
         thread.stop()
     }
 }
+
+// MARK: Peers the library did not write
+
+/// Runs `script` with `python3 -c`, `arguments` after it; waits for it to exit and returns when it
+/// did, with its standard output. A script that fails (or cannot run) fails the calling test.
+@discardableResult
+func runPython(_ script: String, _ arguments: [String] = []) throws -> (output: String, exited: ContinuousClock.Instant)
+{
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", "-c", script] + arguments
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let exited = ContinuousClock.now
+    guard process.terminationStatus == 0 else {
+        throw LoopError("python3 exited with status \(process.terminationStatus)")
+    }
+    return (String(decoding: data, as: UTF8.self), exited)
+}

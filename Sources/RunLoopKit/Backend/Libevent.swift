@@ -158,6 +158,13 @@ final class LibeventBackend: EventBackend {
         if let events {
             if events.contains(.readable) { flags |= Int32(EV_READ) }
             if events.contains(.writable) { flags |= Int32(EV_WRITE) }
+            if events.contains(.hangUp) && !events.contains(.readable) {
+                // Not reading, yet told of the peer's end of stream (EV_CLOSED: EPOLLRDHUP) and of
+                // a reset, which libevent reports as EV_READ only (EPOLLERR and EPOLLHUP): so
+                // EV_READ too, edge-triggered, as unread input would keep a level-triggered read
+                // ready for ever.
+                flags |= Int32(EV_READ | EV_CLOSED | EV_ET)
+            }
         }
         guard flags != 0 else {
             if let registration = registrations[id] {
@@ -259,7 +266,12 @@ final class LibeventBackend: EventBackend {
 
     private static let onDescriptor: event_callback_fn = { _, what, context in
         var fired: LoopDescriptorSource.Events = []
-        if Int32(what) & Int32(EV_READ) != 0 { fired.insert(.readable) }
+        if Int32(what) & Int32(EV_ET) != 0 {
+            // A hang-up watch (see `watch`): readability there is a change, not input to read.
+            if Int32(what) & Int32(EV_READ | EV_CLOSED) != 0 { fired.insert(.hangUp) }
+        } else if Int32(what) & Int32(EV_READ) != 0 {
+            fired.insert(.readable)
+        }
         if Int32(what) & Int32(EV_WRITE) != 0 { fired.insert(.writable) }
         // The registration is borrowed, not retained: the base calls back only for registered
         // events, which the backend holds (four retains and three releases an event, before).

@@ -72,15 +72,23 @@ extension LoopConnection {
         to address: SocketAddress, on loop: Loop, inModes modes: [Loop.Mode], deadline: ContinuousClock.Instant,
         attempt: ConnectAttempt? = nil, _ completion: sending @escaping (Result<LoopConnection, LoopError>) -> Void
     ) {
+        // A failure found here is reported later, on a pass of the loop in `modes`, as any
+        // outcome is: never inside the `connect` call that started it (its caller may not expect
+        // the completion yet, or only in a modal mode).
+        let box = Unchecked(completion)
+        let failLater = { @Sendable (failure: LoopError) in
+            // A loop that has ended runs nothing more: the caller learns at once.
+            if !loop.perform(inModes: modes, { box.value(.failure(failure)) }) { box.value(.failure(failure)) }
+        }
         if let attempt, attempt.flag.isCancelled {
-            completion(.failure(LoopError("connecting to \(address) was cancelled")))
+            failLater(LoopError("connecting to \(address) was cancelled"))
             return
         }
         let descriptor: Int32
         do {
             descriptor = try SocketCall.makeSocket(for: address)
         } catch {
-            completion(.failure(error))
+            failLater(error)
             return
         }
         let code = address.withSockaddr { Glibc.connect(descriptor, $0, $1) }
@@ -88,14 +96,14 @@ extension LoopConnection {
         if code != 0 && errno != EINPROGRESS {
             let failure = SocketCall.failure("connect(\(address))", errno)
             Glibc.close(descriptor)
-            completion(.failure(failure))
+            failLater(failure)
             return
         }
         SocketCall.disableNagle(descriptor, address)
         let local = SocketCall.address(of: descriptor) ?? address
         let connection = LoopConnection(
             descriptor: descriptor, local: local, remote: address, loop: loop, modes: modes, phase: .connecting)
-        connection.connectCompletion = completion
+        connection.connectCompletion = box.value
         attempt?.connection = connection
         for mode in modes { loop.add(connection, forMode: mode) }
         // Connected at once or not, the outcome is read when the socket turns writable.
@@ -110,6 +118,7 @@ extension LoopConnection {
             return
         }
         phase = .open
+        openState.store(true, ordering: .releasing)
         lastActivity = LoopConnection.coarseNow
         dropTimer()
         armDeadline()

@@ -26,6 +26,8 @@ extension LoopConnection {
         case .connecting:
             finishConnecting()
         case .open:
+            if events.contains(.hangUp) { peerMayHaveGone() }
+            guard phase == .open else { return }
             if events.contains(.readable) {
                 if closeAfterFlush { discardInput() } else { readInput() }
             }
@@ -105,10 +107,37 @@ extension LoopConnection {
         return 0
     }
 
+    /// Not reading (paused, or stalled at the input limit), the connection was told the socket
+    /// changed: a reset closes it with its error; the peer's end of stream is reported at once.
+    /// Paused, or stalled while awaited reads lag behind, the input the peer sent before its end
+    /// stays readable (reading on takes it, and then the connection goes on as at any end of
+    /// stream). Stalled with an `onRead` handler that left the full buffer unconsumed, nothing
+    /// more can reach that handler, so the connection ends as at any end of stream: `readClosed`,
+    /// then (unless `allowsHalfClosure`) it flushes its output and closes.
+    private func peerMayHaveGone() {
+        let code = SocketCall.pendingError(fileDescriptor)
+        guard code == 0 else {
+            fail("read from \(remoteAddress)", code)
+            return
+        }
+        guard !peerClosed, SocketCall.peerHasEnded(fileDescriptor) else { return }
+        if isPaused || readHandler == nil {
+            guard !endOfStreamReported else { return }
+            endOfStreamReported = true
+            emit(.readClosed)
+        } else {
+            peerClosed = true
+            peerDidClose()
+        }
+    }
+
     private func peerDidClose() {
         for read in pendingReads { read.continuation.resume(returning: []) }
         pendingReads.removeAll()
-        emit(.readClosed)
+        if !endOfStreamReported {
+            endOfStreamReported = true
+            emit(.readClosed)
+        }
         guard phase == .open else { return }
         if outputShut {
             closeNow(nil)
@@ -295,6 +324,9 @@ extension LoopConnection {
                 if !peerClosed && discarded <= LoopConnection.lingerLimit { wanted.insert(.readable) }
             } else if !peerClosed && !isPaused && input.count < currentInputLimit {
                 wanted.insert(.readable)
+            } else if !peerClosed {
+                // Paused or stalled: no reads, but a reset or the peer's end of stream is seen.
+                wanted.insert(.hangUp)
             }
             if queuedBytes > 0 { wanted.insert(.writable) }
         }
@@ -315,6 +347,7 @@ extension LoopConnection {
         guard phase != .closed else { return }
         let wasConnecting = phase == .connecting
         phase = .closed
+        openState.store(false, ordering: .releasing)
         closedError = error
         descriptorSource.invalidate()
         output = nil
@@ -447,4 +480,10 @@ extension LoopConnection {
             break
         }
     }
+}
+
+extension LoopDescriptorSource.Events {
+    /// Library sources only: while not `readable`, watch for the peer's end of stream and for a
+    /// reset without reading (edge-triggered); fired when either may have happened.
+    static let hangUp = LoopDescriptorSource.Events(rawValue: 1 << 2)
 }

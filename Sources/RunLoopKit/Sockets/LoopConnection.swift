@@ -21,7 +21,9 @@ import Synchronization
 /// Reading: bytes go to the input buffer, and `onRead` gets everything not consumed yet. Bytes
 /// that arrive before `onRead` is set are kept and delivered when it is. With `isReadingPaused`,
 /// or once `inputLimit` bytes wait unconsumed, the connection stops reading: the kernel's window
-/// fills and the peer is slowed down, so memory stays bounded.
+/// fills and the peer is slowed down, so memory stays bounded. A connection that is not reading
+/// still learns of a reset at once (it closes with `ECONNRESET`) and reports the peer's end of
+/// stream (`readClosed`) as soon as it arrives, whatever input still waits.
 ///
 /// Closing: at the peer's end of stream the connection reports `readClosed`, then (unless
 /// `allowsHalfClosure`) flushes its output and closes. `close()` is graceful (the peer gets every
@@ -37,7 +39,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     public enum Event: Sendable, Equatable {
         /// The queued output fell to the low watermark after reaching the high one.
         case writable
-        /// The peer finished sending (end of stream); writing may go on.
+        /// The peer finished sending (end of stream); writing may go on. Reported once, when the
+        /// end of stream is read or, while the connection is not reading (paused, or stalled at
+        /// its input limit), as soon as it arrives: input the peer sent before it may still wait.
         case readClosed
         /// Fully closed: nil for an orderly close, else why (reset, refusal, timeout, ...).
         case closed(LoopError?)
@@ -86,6 +90,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Mirrors of loop-thread state for other threads.
     let bufferedOutput = Atomic<Int>(0)
     let belowHighWatermark = Atomic<Bool>(true)
+    /// `isOpen`: set when the connection is connected, cleared as it closes.
+    let openState: Atomic<Bool>
 
     /// The default `writeWatermarks`: 64 KiB and 256 KiB.
     public static let defaultWriteWatermarks = (low: 64 * 1024, high: 256 * 1024)
@@ -114,6 +120,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var eventHandler: ((LoopConnection, Event) -> Void)?
     @exclusivity(unchecked) var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)?
     @exclusivity(unchecked) var peerClosed = false
+    /// `readClosed` was reported: at the end of stream read, or noticed while not reading.
+    @exclusivity(unchecked) var endOfStreamReported = false
     /// Why the connection closed (nil: orderly), once it has; and whether a handler was told.
     @exclusivity(unchecked) var closedError: LoopError?
     @exclusivity(unchecked) var closedReported = false
@@ -161,6 +169,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         boundLoop = Atomic(loop.map { Unmanaged.passRetained($0) })
         early = loop == nil ? Locked(EarlyCalls()) : nil
         self.phase = phase
+        openState = Atomic(phase == .open)
         shared = Shared(residency: Residency(loop: loop, modes: modes))
         watched = phase == .connecting ? .writable : .readable
         sourceSlot = LoopDescriptorSource(client: descriptor, events: watched)
@@ -367,6 +376,13 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         }
     }
 
+    /// Whether the connection is open: connected, and not closed yet (it is still open while a
+    /// graceful `close()` flushes its output and waits for the peer's end of stream). False once
+    /// `closed` is reported, or is about to be.
+    ///
+    /// Any thread; the answer may be stale by the time it is read.
+    public var isOpen: Bool { openState.load(ordering: .acquiring) }
+
     /// Whether the queued output is below the high watermark.
     ///
     /// Any thread.
@@ -473,6 +489,19 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
             connection.closedLocally = true
             SocketCall.resetOnClose(connection.fileDescriptor)
             connection.closeNow(nil)
+        }
+    }
+}
+
+extension LoopConnection.Event: CustomStringConvertible {
+    /// `writable`, `readClosed`, `closed` (an orderly close), or `closed: ` and the error's
+    /// message.
+    public var description: String {
+        switch self {
+        case .writable: return "writable"
+        case .readClosed: return "readClosed"
+        case .closed(nil): return "closed"
+        case .closed(let error?): return "closed: \(error)"
         }
     }
 }

@@ -75,6 +75,14 @@ enum SocketCall {
         return code
     }
 
+    /// Whether the peer has ended its stream (`POLLRDHUP`), whatever input still waits unread.
+    static func peerHasEnded(_ descriptor: Int32) -> Bool {
+        // POLLRDHUP (Linux's <poll.h> defines it under _GNU_SOURCE only, which Glibc's import lacks).
+        let readHangUp: Int16 = 0x2000
+        var entry = pollfd(fd: descriptor, events: readHangUp, revents: 0)
+        return poll(&entry, 1, 0) == 1 && entry.revents & (readHangUp | Int16(POLLHUP)) != 0
+    }
+
     /// SO_LINGER with a zero timeout: closing the socket then sends a reset (RST) at once.
     static func resetOnClose(_ descriptor: Int32) {
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
