@@ -102,7 +102,7 @@ extension LoopConnection {
         SocketCall.disableNagle(descriptor, address)
         let local = SocketCall.address(of: descriptor) ?? address
         let connection = LoopConnection(
-            descriptor: descriptor, local: local, remote: address, loop: loop, modes: modes, phase: .connecting)
+            descriptor: descriptor, local: local, remote: address, loop: loop, modes: modes, connecting: true)
         connection.connectCompletion = box.value
         attempt?.connection = connection
         for mode in modes { loop.add(connection, forMode: mode) }
@@ -117,7 +117,7 @@ extension LoopConnection {
             fail("connect(\(remoteAddress))", code)
             return
         }
-        phase = .open
+        apply(.connected)
         openState.store(true, ordering: .releasing)
         lastActivity = LoopConnection.coarseNow
         dropTimer()
@@ -125,9 +125,10 @@ extension LoopConnection {
         let completion = connectCompletion
         connectCompletion = nil
         completion?(.success(self))
-        guard phase == .open else { return }
-        if queuedBytes > 0 { flush() }
-        updateInterest()
+        guard !isClosed else { return }
+        // What was written while connecting goes now; a `close()` or `shutdownOutput()` made
+        // meanwhile is carried out once the queue is empty.
+        if queuedBytes > 0 { flush() } else { outputDidChange() }
     }
 
     // MARK: Async
@@ -219,11 +220,11 @@ extension LoopConnection {
             continuation.resume(throwing: CancellationError())
         } else if !input.isEmpty && !delivering {
             continuation.resume(returning: input.read(maxLength: maxLength))
-        } else if phase == .closed, let closedError {
+        } else if isClosed, let closedError {
             continuation.resume(throwing: closedError)
         } else if closedLocally {
             continuation.resume(throwing: closedLocallyError)
-        } else if phase == .closed || peerClosed || closeAfterFlush {
+        } else if isClosed || inputEnded || isClosing {
             continuation.resume(returning: [])
         } else {
             pendingReads.append((maxLength, flag, continuation))
@@ -247,12 +248,12 @@ extension LoopConnection {
             continuation.resume(throwing: CancellationError())
             return
         }
-        guard phase != .closed && !closeAfterFlush && !shutdownAfterFlush else {
+        guard acceptsOutput else {
             continuation.resume(throwing: closedError ?? closedLocallyError)
             return
         }
         enqueue(self)
-        if phase == .closed {
+        if isClosed {
             continuation.resume(throwing: closedError ?? closedLocallyError)
         } else if aboveHighWatermark {
             pendingWrites.append((flag, continuation))
@@ -281,7 +282,7 @@ final class ConnectAttempt: @unchecked Sendable {
     func cancelOnLoop() {
         guard let connection else { return }
         self.connection = nil
-        guard connection.phase == .connecting else { return }
-        connection.closeNow(LoopError("connecting to \(connection.remoteAddress) was cancelled"))
+        guard connection.isConnecting else { return }
+        connection.apply(.failed(LoopError("connecting to \(connection.remoteAddress) was cancelled")))
     }
 }

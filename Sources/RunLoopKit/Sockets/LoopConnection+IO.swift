@@ -22,19 +22,18 @@ extension LoopConnection {
     static let lingerLimit = 1 << 20
 
     func handle(_ events: LoopDescriptorSource.Events) {
-        switch phase {
+        switch lifecycle {
         case .connecting:
             finishConnecting()
-        case .open:
-            if events.contains(.hangUp) { peerMayHaveGone() }
-            guard phase == .open else { return }
-            if events.contains(.readable) {
-                if closeAfterFlush { discardInput() } else { readInput() }
-            }
-            if phase == .open && events.contains(.writable) { flush() }
-            updateInterest()
         case .closed:
             break
+        case .open, .closing, .lingering:
+            if events.contains(.hangUp) { peerMayHaveGone() }
+            if !isClosed && events.contains(.readable) {
+                if isClosing { discardInput() } else { readInput() }
+            }
+            if !isClosed && events.contains(.writable) { flush() }
+            updateInterest()
         }
     }
 
@@ -50,7 +49,7 @@ extension LoopConnection {
         let scratch = readScratch
         var total = 0
         var budget = LoopConnection.readsPerWakeUp * LoopConnection.readChunk
-        let failure = readUntilDrained { index in
+        let (failure, ended) = readUntilDrained { index in
             let room = min(limit - input.count, budget)
             guard room > 0 else { return nil }
             let asked: Int
@@ -79,7 +78,7 @@ extension LoopConnection {
             lastActivity = LoopConnection.coarseNow
             deliverInput()
         }
-        if peerClosed && phase == .open { peerDidClose() }
+        if ended && !isClosed { peerDidClose() }
     }
 
     /// The loop's scratch space for reads, without a reference to the loop taken.
@@ -89,22 +88,22 @@ extension LoopConnection {
 
     /// Calls `readOnce(index)` (index 0, 1, ...: one read, giving what `recv` returns and the
     /// count asked for) until it returns nil (its own limit), the kernel has no more (a read
-    /// short of what it asked), the stream ends (noted in `peerClosed`) or a read fails.
-    /// Returns the errno of a failed read, or 0.
-    private func readUntilDrained(_ readOnce: (Int) -> (count: Int, asked: Int)?) -> Int32 {
+    /// short of what it asked), the stream ends or a read fails. Returns the errno of a failed
+    /// read (or 0), and whether the end of stream was read.
+    private func readUntilDrained(_ readOnce: (Int) -> (count: Int, asked: Int)?) -> (failure: Int32, ended: Bool) {
         var index = 0
-        while !peerClosed, let (count, asked) = readOnce(index) {
+        while let (count, asked) = readOnce(index) {
             index += 1
             if count > 0 {
-                if count < asked { return 0 }
+                if count < asked { return (0, false) }
             } else if count == 0 {
-                peerClosed = true
+                return (0, true)
             } else {
                 let code = Int32(-count)
-                return code == EAGAIN || code == EINTR ? 0 : code
+                return (code == EAGAIN || code == EINTR ? 0 : code, false)
             }
         }
-        return 0
+        return (0, false)
     }
 
     /// Not reading (paused, or stalled at the input limit), the connection was told the socket
@@ -120,13 +119,12 @@ extension LoopConnection {
             fail("read from \(remoteAddress)", code)
             return
         }
-        guard !peerClosed, SocketCall.peerHasEnded(fileDescriptor) else { return }
+        guard !inputEnded, !isClosing, SocketCall.peerHasEnded(fileDescriptor) else { return }
         if isPaused || readHandler == nil {
             guard !endOfStreamReported else { return }
             endOfStreamReported = true
             emit(.readClosed)
         } else {
-            peerClosed = true
             peerDidClose()
         }
     }
@@ -138,20 +136,14 @@ extension LoopConnection {
             endOfStreamReported = true
             emit(.readClosed)
         }
-        guard phase == .open else { return }
-        if outputShut {
-            closeNow(nil)
-        } else if !halfClosureSetting.load(ordering: .relaxed) {
-            closeAfterFlush = true
-            outputDidChange()
-        }
+        apply(.peerEnded)
     }
 
     /// Hands the input to waiting `read(maxLength:)` calls, then to `onRead`.
     func deliverInput() {
         guard !delivering else { return }
         // Closed: what was read before is still delivered, then the handler is let go.
-        defer { if phase == .closed { readHandler = nil } }
+        defer { if isClosed { readHandler = nil } }
         while !pendingReads.isEmpty && !input.isEmpty {
             let read = pendingReads.removeFirst()
             read.continuation.resume(returning: input.read(maxLength: read.maxLength))
@@ -176,7 +168,7 @@ extension LoopConnection {
     /// the connection closes once its output is out) or `lingerLimit` bytes.
     private func discardInput() {
         let scratch = readScratch
-        let failure = readUntilDrained { index in
+        let (failure, ended) = readUntilDrained { index in
             guard index < LoopConnection.readsPerWakeUp, discarded <= LoopConnection.lingerLimit else { return nil }
             let count = SocketCall.receive(fileDescriptor, scratch)
             if count > 0 { discarded += count }
@@ -187,7 +179,7 @@ extension LoopConnection {
             return
         }
         // The peer has ended its stream (or sent too much): closing waits only for the output.
-        if peerClosed || discarded > LoopConnection.lingerLimit { outputDidChange() }
+        if ended || discarded > LoopConnection.lingerLimit { apply(.peerEnded) }
     }
 
     // MARK: Writing
@@ -207,7 +199,7 @@ extension LoopConnection {
     func queueOutput(_ bytes: UnsafeRawBufferPointer) {
         guard acceptsOutput, bytes.count > 0 else { return }
         var rest = bytes
-        if queuedBytes == 0 && phase == .open {
+        if queuedBytes == 0 && !isConnecting {
             let sent = SocketCall.send(fileDescriptor, bytes)
             if sent < 0 && sent != -Int(EAGAIN) {
                 fail("send to \(remoteAddress)", Int32(-sent))
@@ -226,7 +218,7 @@ extension LoopConnection {
     /// is queued.
     func queueOutput(_ buffer: EventBuffer) {
         guard acceptsOutput, buffer.count > 0 else { return }
-        if queuedBytes == 0 && phase == .open {
+        if queuedBytes == 0 && !isConnecting {
             let sent = buffer.send(to: fileDescriptor)
             if sent < 0 && sent != -Int(EAGAIN) {
                 fail("send to \(remoteAddress)", Int32(-sent))
@@ -236,11 +228,6 @@ extension LoopConnection {
         }
         if buffer.count > 0 { outputBuffer().moveAll(from: buffer) }
         outputDidChange()
-    }
-
-    /// Whether writes are taken: not once closing, closed or shut down (they are dropped then).
-    private var acceptsOutput: Bool {
-        phase != .closed && !closeAfterFlush && !shutdownAfterFlush
     }
 
     /// Sends queued output until the socket takes no more.
@@ -262,7 +249,7 @@ extension LoopConnection {
 
     /// After the queue changed: watermarks, and what an empty queue allows (FIN, close).
     func outputDidChange() {
-        guard phase != .closed else { return }
+        guard !isClosed else { return }
         let queued = queuedBytes
         bufferedOutput.store(queued, ordering: .releasing)
         let (low, high) = watermarks
@@ -276,33 +263,9 @@ extension LoopConnection {
             pendingWrites.removeAll()
             for writer in writers { writer.continuation.resume() }
             emit(.writable)
-            guard phase != .closed else { return }
+            guard !isClosed else { return }
         }
-        if queued == 0 && phase == .open {
-            if closeAfterFlush {
-                // Everything is out. The peer already ended its stream (or sent more than a
-                // closing connection drops): close. Otherwise end ours and wait for the peer's.
-                if peerClosed || discarded > LoopConnection.lingerLimit {
-                    closeNow(nil)
-                    return
-                }
-                if !outputShut {
-                    outputShut = true
-                    shutdown(fileDescriptor, Int32(SHUT_WR))
-                }
-                if !lingers {
-                    lingers = true
-                    armDeadline(at: .now + LoopConnection.lingerTime)
-                }
-            } else if shutdownAfterFlush && !outputShut {
-                outputShut = true
-                shutdown(fileDescriptor, Int32(SHUT_WR))
-                if peerClosed {
-                    closeNow(nil)
-                    return
-                }
-            }
-        }
+        if queued == 0 && !isConnecting { apply(.outputDrained) }
         updateInterest()
     }
 
@@ -310,9 +273,9 @@ extension LoopConnection {
     /// while it drops what the peer still sends), writability only while output is queued (or
     /// while connecting).
     func updateInterest() {
-        guard phase != .closed else { return }
+        guard !isClosed else { return }
         var wanted: LoopDescriptorSource.Events = []
-        if phase == .connecting {
+        if isConnecting {
             wanted = .writable
         } else {
             if delivering {
@@ -320,11 +283,11 @@ extension LoopConnection {
                 // interest stays as it is (a write from the handler costs no epoll change; the
                 // delivery's caller updates it after), unless a nested run found the socket readable.
                 if watched.contains(.readable) && !readableWhileDelivering { wanted.insert(.readable) }
-            } else if closeAfterFlush {
-                if !peerClosed && discarded <= LoopConnection.lingerLimit { wanted.insert(.readable) }
-            } else if !peerClosed && !isPaused && input.count < currentInputLimit {
+            } else if isClosing {
+                if !inputEnded { wanted.insert(.readable) }
+            } else if !inputEnded && !isPaused && input.count < currentInputLimit {
                 wanted.insert(.readable)
-            } else if !peerClosed {
+            } else if !inputEnded {
                 // Paused or stalled: no reads, but a reset or the peer's end of stream is seen.
                 wanted.insert(.hangUp)
             }
@@ -338,54 +301,13 @@ extension LoopConnection {
     // MARK: Closing
 
     func fail(_ call: String, _ code: Int32) {
-        closeNow(SocketCall.failure(call, code))
+        apply(.failed(SocketCall.failure(call, code)))
     }
 
-    /// Closes at once (the descriptor once libevent has let go), reports `closed` once, and lets
-    /// waiting calls and handlers go.
-    func closeNow(_ error: LoopError?) {
-        guard phase != .closed else { return }
-        let wasConnecting = phase == .connecting
-        phase = .closed
-        openState.store(false, ordering: .releasing)
-        closedError = error
-        descriptorSource.invalidate()
-        output = nil
-        bufferedOutput.store(0, ordering: .releasing)
-        let ended = error ?? LoopError("the connection to \(remoteAddress) is closed")
-        if let error {
-            failPendingReads(error)
-        } else if closedLocally {
-            failPendingReads(closedLocallyError)
-        } else {
-            for read in pendingReads { read.continuation.resume(returning: []) }
-            pendingReads.removeAll()
-        }
-        for writer in pendingWrites { writer.continuation.resume(throwing: ended) }
-        pendingWrites.removeAll()
-        let completion = connectCompletion
-        connectCompletion = nil
-        let handler = eventHandler
-        eventHandler = nil
-        readHandler = nil
-        closedReported = handler != nil || wasConnecting
-        leaveLoop()
-        if wasConnecting {
-            completion?(.failure(ended))
-        } else {
-            handler?(self, .closed(error))
-        }
-    }
-
-    /// The source went away without `closeNow` (the loop's thread exited, or epoll refused it).
+    /// The source went away without the connection closing it (the loop's thread exited, or
+    /// epoll refused it).
     func sourceWasInvalidated() {
-        guard phase != .closed else { return }
-        // Closing, with everything sent and the end of stream too: an orderly close all the same.
-        let delivered = lingers && descriptorSource.error == nil
-        closeNow(
-            delivered
-                ? nil
-                : descriptorSource.error ?? LoopError("the loop of the connection to \(remoteAddress) has ended"))
+        apply(.sourceInvalidated)
     }
 
     func emit(_ event: Event) {
@@ -418,22 +340,22 @@ extension LoopConnection {
     }()
 
     /// How long ago bytes last moved, on the coarse clock.
-    private var idleFor: Duration { .nanoseconds(LoopConnection.coarseNow - lastActivity) }
+    var idleFor: Duration { .nanoseconds(LoopConnection.coarseNow - lastActivity) }
 
     /// The one timer of a connection: its connect deadline while connecting, its idle deadline
     /// while open, its linger deadline while closing. Re-armed lazily: traffic only updates
     /// `lastActivity`.
     func armDeadline(at fireDate: ContinuousClock.Instant? = nil) {
-        guard phase != .closed else { return }
+        guard !isClosed else { return }
         let deadline: ContinuousClock.Instant
         if let fireDate {
             deadline = fireDate
         } else {
             // Lingering: the linger deadline stands, whatever the idle limit.
-            guard !lingers else { return }
+            guard lifecycle != .lingering else { return }
             guard let idle = withShared({ $0.idleTimeout }) else {
                 // No idle limit any more: the timer goes, so that it does not wake the loop.
-                if phase == .open { dropTimer() }
+                if !isConnecting { dropTimer() }
                 return
             }
             deadline = .now + max(idle - idleFor, LoopConnection.coarseStep)
@@ -444,6 +366,9 @@ extension LoopConnection {
         }
         // The timer reaches the connection through its source, which holds the connection while
         // it is in its loop: no reference from the timer (which the connection holds) back to it.
+        // Repeating, so that it stays valid once it has fired (a one-shot timer invalidates itself)
+        // and each later deadline is a new fire date, not a new timer: the interval only matters
+        // if nothing re-arms it, and an hour keeps such a timer from waking the loop for nothing.
         let source = descriptorSource
         let timer = LoopTimer(fireAt: deadline, interval: .seconds(3_600)) { _ in
             (source.heldClient as? LoopConnection)?.deadlinePassed()
@@ -461,24 +386,7 @@ extension LoopConnection {
     }
 
     private func deadlinePassed() {
-        switch phase {
-        case .connecting:
-            closeNow(LoopError("connecting to \(remoteAddress) timed out", systemError: ETIMEDOUT))
-        case .open:
-            // Lingering after `close()`: the peer had its time; everything was sent.
-            if lingers {
-                closeNow(nil)
-                return
-            }
-            guard let idle = withShared({ $0.idleTimeout }) else { return }
-            if idleFor >= idle {
-                closeNow(LoopError("the connection to \(remoteAddress) was idle for \(idle)", systemError: ETIMEDOUT))
-            } else {
-                armDeadline()
-            }
-        case .closed:
-            break
-        }
+        apply(.deadlinePassed)
     }
 }
 

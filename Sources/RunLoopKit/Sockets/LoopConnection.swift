@@ -107,8 +107,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     // what it calls) were 18% of the server's instructions, six of the ten checked accesses per
     // request in this class.
 
-    enum Phase { case connecting, open, closed }
-    @exclusivity(unchecked) var phase: Phase
+    /// Connecting, open, closing or closed (`LoopConnection+Lifecycle.swift`): changed only by
+    /// `apply(_:)`.
+    @exclusivity(unchecked) var lifecycle: Lifecycle
     /// Nothing is allocated for it until bytes arrive.
     @exclusivity(unchecked) var input = LoopBuffer()
     /// What the socket has not taken yet; nil while nothing waits, which is the usual case (a
@@ -119,15 +120,11 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var readHandler: ((LoopConnection, inout LoopBuffer) -> Void)?
     @exclusivity(unchecked) var eventHandler: ((LoopConnection, Event) -> Void)?
     @exclusivity(unchecked) var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)?
-    @exclusivity(unchecked) var peerClosed = false
     /// `readClosed` was reported: at the end of stream read, or noticed while not reading.
     @exclusivity(unchecked) var endOfStreamReported = false
     /// Why the connection closed (nil: orderly), once it has; and whether a handler was told.
     @exclusivity(unchecked) var closedError: LoopError?
     @exclusivity(unchecked) var closedReported = false
-    @exclusivity(unchecked) var closeAfterFlush = false
-    @exclusivity(unchecked) var shutdownAfterFlush = false
-    @exclusivity(unchecked) var outputShut = false
     @exclusivity(unchecked) var aboveHighWatermark = false
     /// Inside `onRead`: the input buffer is lent out, and reading waits.
     @exclusivity(unchecked) var delivering = false
@@ -140,8 +137,6 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var lastActivity = LoopConnection.coarseNow
     /// Closing: the bytes that arrived after `close()` and were dropped.
     @exclusivity(unchecked) var discarded = 0
-    /// Closing: the output is out and the end of stream sent; waiting for the peer's.
-    @exclusivity(unchecked) var lingers = false
     /// `close()` or `abort()` was called: reads throw once the input is used up (the peer's end
     /// of stream alone gives `[]`).
     @exclusivity(unchecked) var closedLocally = false
@@ -161,17 +156,17 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     init(
         descriptor: Int32, local: SocketAddress, remote: SocketAddress, loop: Loop?, modes: [Loop.Mode] = [],
-        phase: Phase
+        connecting: Bool
     ) {
         fileDescriptor = descriptor
         localAddress = local
         remoteAddress = remote
         boundLoop = Atomic(loop.map { Unmanaged.passRetained($0) })
         early = loop == nil ? Locked(EarlyCalls()) : nil
-        self.phase = phase
-        openState = Atomic(phase == .open)
+        lifecycle = connecting ? .connecting(then: .none) : .open(input: .open, output: .open)
+        openState = Atomic(!connecting)
         shared = Shared(residency: Residency(loop: loop, modes: modes))
-        watched = phase == .connecting ? .writable : .readable
+        watched = connecting ? .writable : .readable
         sourceSlot = LoopDescriptorSource(client: descriptor, events: watched)
     }
 
@@ -179,7 +174,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     convenience init(
         accepted descriptor: Int32, local: SocketAddress, remote: SocketAddress, loop: Loop, modes: [Loop.Mode]
     ) {
-        self.init(descriptor: descriptor, local: local, remote: remote, loop: loop, modes: modes, phase: .open)
+        self.init(descriptor: descriptor, local: local, remote: remote, loop: loop, modes: modes, connecting: false)
     }
 
     /// A child process's standard stream: the parent's end of a connected socket pair, which
@@ -187,7 +182,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     convenience init(childStream descriptor: Int32) {
         let local = SocketCall.address(of: descriptor) ?? SocketAddress.unnamedUnix
         let remote = SocketCall.address(of: descriptor, peer: true) ?? local
-        self.init(descriptor: descriptor, local: local, remote: remote, loop: nil, phase: .open)
+        self.init(descriptor: descriptor, local: local, remote: remote, loop: nil, connecting: false)
     }
 
     deinit {
@@ -290,7 +285,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     public func onEvent(_ handler: sending @escaping (LoopConnection, Event) -> Void) {
         let box = EventHandler(handler)
         onLoop { connection in
-            guard connection.phase == .closed else {
+            guard connection.isClosed else {
                 connection.eventHandler = box.handler
                 return
             }
@@ -450,11 +445,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     ///
     /// Any thread.
     public func shutdownOutput() {
-        onLoop { connection in
-            guard connection.phase != .closed else { return }
-            connection.shutdownAfterFlush = true
-            connection.outputDidChange()
-        }
+        onLoop { $0.apply(.shutdownRequested) }
     }
 
     /// Closes gracefully: nothing more is read or written, the queued output is flushed, then
@@ -468,15 +459,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// stream. Input already read and not consumed stays readable with `read(maxLength:)`; `onRead`
     /// is not called for what arrives later. Use `abort()` for an immediate reset.
     public func close() {
-        onLoop { connection in
-            guard connection.phase != .closed else { return }
-            connection.closedLocally = true
-            guard !connection.closeAfterFlush else { return }
-            connection.closeAfterFlush = true
-            // Nothing more is read: waiting reads end here.
-            connection.failPendingReads(connection.closedLocallyError)
-            connection.outputDidChange()
-        }
+        onLoop { $0.apply(.closeRequested) }
     }
 
     /// Closes now with a reset (RST), dropping queued output (also during the wait of a graceful
@@ -484,12 +467,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     ///
     /// Any thread.
     public func abort() {
-        onLoop { connection in
-            guard connection.phase != .closed else { return }
-            connection.closedLocally = true
-            SocketCall.resetOnClose(connection.fileDescriptor)
-            connection.closeNow(nil)
-        }
+        onLoop { $0.apply(.aborted) }
     }
 }
 
