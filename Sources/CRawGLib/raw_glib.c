@@ -31,6 +31,14 @@ static GSource *attach_timeout(GMainContext *context, guint interval_ms, GSource
     return source;
 }
 
+/// The dispatch function of a custom source whose prepare and check never report it ready.
+static gboolean never_dispatched(GSource *source, GSourceFunc callback, gpointer data) {
+    (void)source;
+    (void)callback;
+    (void)data;
+    return G_SOURCE_CONTINUE;
+}
+
 // MARK: Timers, scheduling cost and lateness
 
 typedef struct glt_state glt_state;
@@ -134,6 +142,52 @@ static raw_churn_result glt_churn(long long timers, int window) {
     return result;
 }
 
+// MARK: Items at scale
+
+static gboolean never_ready_prepare(GSource *source, gint *timeout) {
+    (void)source;
+    *timeout = -1;
+    return FALSE;
+}
+
+static gboolean never_ready_check(GSource *source) {
+    (void)source;
+    return FALSE;
+}
+
+/// A custom source that is never ready.
+static GSourceFuncs never_ready_funcs = {never_ready_prepare, never_ready_check, never_dispatched, NULL, NULL, NULL};
+
+static raw_churn_result glt_items_at_scale(int count, const int32_t *removal_order, int sources) {
+    raw_churn_result result = {0, 0};
+    if (count < 1) return result;
+    GMainContext *context = own_context();
+    GSource **items = calloc((size_t)count, sizeof *items);
+    if (!items) abort();
+    // Created before the clock starts, unreferenced (freed) after it stops.
+    for (int i = 0; i < count; i++) {
+        if (sources) {
+            items[i] = g_source_new(&never_ready_funcs, sizeof(GSource));
+        } else {
+            // An hour away, jittered as in the churn.
+            items[i] = g_timeout_source_new(hour_away_ms(i));
+            g_source_set_callback(items[i], never_fires, NULL, NULL);
+        }
+    }
+    // Measured: g_source_attach of every source, then g_source_destroy of each in the removal
+    // order.
+    double start = raw_mono_now();
+    for (int i = 0; i < count; i++) g_source_attach(items[i], context);
+    for (int i = 0; i < count; i++) g_source_destroy(items[removal_order[i]]);
+    double end = raw_mono_now();
+    for (int i = 0; i < count; i++) g_source_unref(items[i]);
+    free(items);
+    free_context(context);
+    result.ok = 1;
+    result.seconds = end - start;
+    return result;
+}
+
 // MARK: Scheduled blocks: schedule and cancel
 
 /// Fired blocks of the run in progress (runs are one at a time, on one thread).
@@ -194,14 +248,7 @@ static gboolean observer_check(GSource *source) {
     return FALSE;
 }
 
-static gboolean observer_dispatch(GSource *source, GSourceFunc callback, gpointer data) {
-    (void)source;
-    (void)callback;
-    (void)data;
-    return G_SOURCE_CONTINUE;
-}
-
-static GSourceFuncs observer_funcs = {observer_prepare, observer_check, observer_dispatch, NULL, NULL, NULL};
+static GSourceFuncs observer_funcs = {observer_prepare, observer_check, never_dispatched, NULL, NULL, NULL};
 
 static raw_iteration_result glt_iteration(double seconds, int observers) {
     raw_iteration_result result = {0, 0, 0, 0};
@@ -337,6 +384,7 @@ static const raw_peer peer = {
     .version = glt_version,
     .timers = glt_timers,
     .timer_churn = glt_churn,
+    .items_at_scale = glt_items_at_scale,
     .schedule_cancel = glt_schedule_cancel,
     .iteration = glt_iteration,
     .watch_fd = glt_watch_fd,

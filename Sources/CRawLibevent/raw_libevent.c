@@ -262,6 +262,7 @@ static const raw_peer peer = {
     .version = raw_libevent_version,
     .timers = lev_timers,
     .timer_churn = lev_timer_churn,
+    .items_at_scale = lev_items_at_scale,
     .schedule_cancel = lev_schedule_cancel,
     .iteration = lev_iteration,
     .watch_fd = lev_watch_fd,

@@ -22,6 +22,7 @@ struct event_base *lev_new_base(int precise);
 raw_timers_result lev_timers(int count, const double *offsets, double lead_seconds, double *lateness_us,
                              double timeout_seconds);
 raw_churn_result lev_timer_churn(long long timers, int window);
+raw_churn_result lev_items_at_scale(int count, const int32_t *removal_order, int sources);
 raw_churn_result lev_schedule_cancel(long long blocks, int fire_half);
 raw_iteration_result lev_iteration(double seconds, int observers);
 void *lev_timer_set_new(int count);

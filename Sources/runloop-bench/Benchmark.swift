@@ -100,6 +100,7 @@ struct BenchmarkSize: Sendable {
     var actorRoundTrips: Int
     var executorJobs: Int
     var scheduledBlocks: Int
+    var scaleItems: Int
     /// Where the post workload's threads run (`--placement`); the scheduler's choice by default.
     var postPlacement: PostPlacement = .scheduler
     /// The socket workloads' sizes (SocketWorkloads.swift).
@@ -115,19 +116,19 @@ struct BenchmarkSize: Sendable {
         name: "full", repetitions: 5, postBlocks: 500_000, pingPongRoundTrips: 20_000, timerCount: 100_000,
         timerSpread: 0.2, churnTimers: 1_000_000, churnWindow: 1_000, iterationSeconds: 0.5,
         descriptorRoundTrips: 20_000, idleSeconds: 2, memoryTimers: 100_000, memoryLoops: 200, actorRoundTrips: 50_000,
-        executorJobs: 200_000, scheduledBlocks: 1_000_000, timeout: 60)
+        executorJobs: 200_000, scheduledBlocks: 1_000_000, scaleItems: 50_000, timeout: 60)
 
     static let quick = BenchmarkSize(
         name: "quick", repetitions: 3, postBlocks: 150_000, pingPongRoundTrips: 3_000, timerCount: 20_000,
         timerSpread: 0.2, churnTimers: 100_000, churnWindow: 1_000, iterationSeconds: 0.1,
         descriptorRoundTrips: 3_000, idleSeconds: 1, memoryTimers: 10_000, memoryLoops: 32, actorRoundTrips: 10_000,
-        executorJobs: 50_000, scheduledBlocks: 200_000, sockets: .quick, timeout: 15)
+        executorJobs: 50_000, scheduledBlocks: 200_000, scaleItems: 50_000, sockets: .quick, timeout: 15)
 
     static let tiny = BenchmarkSize(
         name: "tiny", repetitions: 1, postBlocks: 2_000, pingPongRoundTrips: 100, timerCount: 1_000,
         timerSpread: 0.02, churnTimers: 5_000, churnWindow: 100, iterationSeconds: 0.02,
         descriptorRoundTrips: 100, idleSeconds: 0.05, memoryTimers: 1_000, memoryLoops: 4, actorRoundTrips: 200,
-        executorJobs: 1_000, scheduledBlocks: 2_000, sockets: .tiny, timeout: 30)
+        executorJobs: 1_000, scheduledBlocks: 2_000, scaleItems: 5_000, sockets: .tiny, timeout: 30)
 }
 
 extension BenchmarkSize {
@@ -140,7 +141,7 @@ extension BenchmarkSize {
             "memoryLoops": \.memoryLoops, "actorRoundTrips": \.actorRoundTrips, "executorJobs": \.executorJobs,
             "bulkBytes": \.sockets.bulkBytes, "echoRoundTrips": \.sockets.echoRoundTrips,
             "echoRoundTripsEach": \.sockets.echoRoundTripsEach, "idleConnections": \.sockets.idleConnections,
-            "scheduledBlocks": \.scheduledBlocks, "coreRoundTrips": \.coreRoundTrips,
+            "scheduledBlocks": \.scheduledBlocks, "scaleItems": \.scaleItems, "coreRoundTrips": \.coreRoundTrips,
         ]
     }
     private static var seconds: [String: WritableKeyPath<BenchmarkSize, Double>] {
@@ -195,6 +196,7 @@ extension BenchmarkSize {
                 "\(sockets.echoMessage)-byte messages: \(count(sockets.echoRoundTrips)) round trips on 1 connection; \(count(sockets.echoRoundTripsEach)) on each of \(sockets.echoConnections)",
             Workloads.connections.name: "\(count(sockets.idleConnections)) idle connections (client and server side)",
             Workloads.schedule.name: "\(count(scheduledBlocks)) blocks per repetition and row",
+            Workloads.scale.name: "\(count(scaleItems)) items per repetition and row, removed in one shuffled order",
         ]
     }
 }

@@ -22,7 +22,7 @@ struct Handed<Value>: @unchecked Sendable {
 private var defaultMode: CFRunLoopMode { kCFRunLoopDefaultMode }
 
 /// A version-0 source that is never signalled: it keeps a mode alive without a timer.
-private func makeKeepAliveSource() -> CFRunLoopSource {
+func makeKeepAliveSource() -> CFRunLoopSource {
     var context = CFRunLoopSourceContext()
     context.perform = { _ in }
     return CFRunLoopSourceCreate(nil, 0, &context)

@@ -41,6 +41,9 @@ protocol Contender {
     /// each at once; with `fireHalf`, each due now, every other one cancelled, then the loop runs
     /// until the others ran (`ScheduleWorkload.swift`).
     static func scheduleCancel(blocks: Int, fireHalf: Bool) -> Outcome<Double>
+    /// Seconds to add `removalOrder.count` items of one kind to a loop of the calling thread, then
+    /// remove them all, item `removalOrder[0]` first (`ScaleWorkload.swift`).
+    static func itemsAtScale(_ items: ScaleItems, removalOrder: [Int32]) -> Outcome<Double>
     /// Iterations per second of a loop kept busy by a self-reposting source.
     static func iteration(seconds: Double, observers: Int) -> Outcome<Double>
     /// Round trips per second of one byte over a socketpair between two loops.
@@ -97,7 +100,7 @@ private let timerLeads = Locked<[Implementation: Double]>([:])
 enum Workloads {
     static let all: [Workload] = [
         post, pingPong, timers, churn, iteration, descriptor, idle, memory, actorHop, jobs, bulk, echo, connections,
-        schedule,
+        schedule, scale,
     ]
 
     static let post = Workload(

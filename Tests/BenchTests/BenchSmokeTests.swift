@@ -50,12 +50,16 @@ import Testing
     ]
     static let socketImplementations: [Implementation] = [.runLoopKit, .libevent, .libuv, .glib]
 
+    /// Figures of custom event sources, which libevent does not have.
+    static let sourceFigures: Set<String> = [MetricID.scaleSources]
+
     @Test func everyFigureIsMeasuredOnEveryImplementation() {
         for metric in Self.report.metrics {
             for implementation in Implementation.allCases
             where implementation == .runLoopKit
                 || !Self.runLoopKitOnly.contains(metric.id)
                     && (Self.socketImplementations.contains(implementation) || !Self.socketFigures.contains(metric.id))
+                    && (implementation != .libevent || !Self.sourceFigures.contains(metric.id))
             {
                 let value = metric.median(implementation)
                 #expect(
@@ -90,11 +94,28 @@ import Testing
             MetricID.post1, MetricID.post4, MetricID.post1CaptureFree, MetricID.post4CaptureFree,
             MetricID.post1Typical, MetricID.post4Typical, MetricID.churn,
             MetricID.iteration0, MetricID.iteration6, MetricID.descriptor, MetricID.scheduleCancel,
-            MetricID.scheduleHalfFired,
-        ] {
+            MetricID.scheduleHalfFired, MetricID.scaleTimers,
+        ] + (implementation == .libevent ? [] : [MetricID.scaleSources]) {
             let value = figure(id, implementation)
             #expect((value ?? 0) > 0, "\(id) on \(implementation.rawValue): \(String(describing: value))")
         }
+    }
+
+    /// libevent's custom-source rows are missing, with the reason and a note saying so.
+    @Test func sourceFiguresAreMissingWithAReasonOnLibevent() {
+        for metric in Self.report.metrics where Self.sourceFigures.contains(metric.id) {
+            #expect(metric.median(.libevent) == nil)
+            #expect(metric.missing[Implementation.libevent.rawValue]?.contains("no custom event sources") == true)
+            #expect(metric.notes[Implementation.libevent.rawValue]?.contains("not measured") == true)
+        }
+    }
+
+    /// The scale rows remove their items in one fixed permutation of all of them.
+    @Test func scaleRemovalOrderIsAFixedPermutation() {
+        let order = Workloads.scaleRemovalOrder(count: 1_000)
+        #expect(order.sorted() == Array(0..<1_000))
+        #expect(order != Array(0..<1_000))
+        #expect(order == Workloads.scaleRemovalOrder(count: 1_000))
     }
 
     /// A C peer's socket run that fails says which step failed and how far it got: here a bulk

@@ -117,6 +117,12 @@ typedef struct {
                                 double timeout_seconds);
     /// Schedules `timers` timers an hour away, invalidating each one `window` timers later.
     raw_churn_result (*timer_churn)(long long timers, int window);
+    /// Adds `count` items to one loop of the calling thread, then removes them all in the order
+    /// `removal_order` (a permutation of 0 ..< count): timers an hour away, or with `sources`, the
+    /// library's custom event sources, never signalled (`ok` is 0 for a peer without them). The
+    /// seconds from the first add to the last removal; the items' memory is allocated before and
+    /// freed after.
+    raw_churn_result (*items_at_scale)(int count, const int32_t *removal_order, int sources);
     /// Schedules `blocks` one-shot timers on a loop of the calling thread and cancels each at once
     /// (an hour away); with `fire_half`, all due now, every other one cancelled at once, then the
     /// loop runs until the others have fired. Each fired timer is freed as it runs.
