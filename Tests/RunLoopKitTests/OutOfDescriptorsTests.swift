@@ -6,7 +6,8 @@ import Testing
 @testable import RunLoopKit
 
 /// What happens when the process runs out of descriptors: creating a loop throws instead of
-/// stopping the process. Each test runs in a child process whose descriptor limit is lowered and whose
+/// stopping the process, and a listener sheds the connections it cannot hold, counting and
+/// reporting each. Each test runs in a child process whose descriptor limit is lowered and whose
 /// every descriptor number below it is taken, so that the test process itself never runs out.
 @Suite struct OutOfDescriptorsTests {
     /// `LoopThread.start(name:)` and `LoopGroup.start(threads:name:)` throw `EMFILE` wherever the
@@ -94,6 +95,76 @@ import Testing
         #expect(message.contains("the process has run out of file descriptors"))
         #expect(message.contains("try LoopThread.start(name:)"))
     }
+
+    /// A listener that can hold only `capacity` connections gets `clients`: it serves `capacity`,
+    /// sheds every other one, and its counter, the loop's metrics and the reports each account
+    /// for every client shed; then it serves again, and the loop never spins meanwhile.
+    @Test func aListenerCountsAndReportsEveryConnectionItSheds() async {
+        await #expect(processExitsWith: .success) {
+            let clients = 40
+            let capacity = 6
+            let server = try LoopThread.start(name: "shed-server")
+            server.loop.collectsMetrics = true
+            let accepted = AcceptedConnections()
+            let reports = Recorder<LoopError>()
+            let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0), backlog: 128) {
+                connection in
+                accepted.hold(connection)
+                connection.write([UInt8(ascii: "s")])  // served
+            }
+            listener.onShed { _, error in reports.append(error) }
+            server.loop.add(listener, forMode: .default)
+            let sockets = (0..<clients).map { _ in clientSocket() }
+
+            var fillers = exhaustDescriptors()
+            for _ in 0..<capacity { Platform.closeDescriptor(fillers.removeLast()) }
+            let cpuBefore = cpuTime()
+            let (served, shed) = connectAndRead(sockets, to: listener.localAddress)
+            guard served + shed == clients else {
+                childFailure("\(served) served and \(shed) shed of \(clients) clients")
+            }
+            guard served == capacity else { childFailure("\(served) served with room for \(capacity)") }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while reports.count < shed && ContinuousClock.now < deadline { usleep(1_000) }
+            let counted = (listener.shedConnections, Int(server.loop.metrics.shedConnections), reports.count)
+            guard counted == (shed, shed, shed) else {
+                childFailure("\(shed) clients shed; counted \(counted) (listener, metrics, reports)")
+            }
+            for report in reports.events {
+                guard report.systemError == EMFILE, report.message.contains("127.0.0.1") else {
+                    childFailure("report: \(report)")
+                }
+            }
+            // Out of descriptors and holding what it served, the loop sleeps.
+            let cpuAtRest = cpuTime()
+            usleep(500_000)
+            let resting = cpuTime() - cpuAtRest
+            guard resting < .milliseconds(100) else { childFailure("the loop used \(resting) of CPU at rest") }
+            let spent = cpuAtRest - cpuBefore
+            guard spent < .seconds(3) else { childFailure("\(clients) clients took \(spent) of CPU") }
+
+            // Once its clients are gone the listener serves again, under the same limit.
+            for socket in sockets { close(socket) }
+            server.loop.perform { accepted.abortAll() }
+            let again = (0..<3).map { _ in clientSocket() }
+            let (servedAgain, shedAgain) = connectAndRead(again, to: listener.localAddress)
+            guard servedAgain == 3, shedAgain == 0, listener.shedConnections == shed else {
+                childFailure(
+                    "afterwards: \(servedAgain) served, \(shedAgain) shed, \(listener.shedConnections) counted")
+            }
+            exit(0)
+        }
+    }
+}
+
+/// The connections a listener served, held open so that their descriptors stay taken.
+private final class AcceptedConnections: Sendable {
+    private let connections = Locked<[LoopConnection]>([])
+    func hold(_ connection: LoopConnection) { connections.withLock { $0.append(connection) } }
+    func abortAll() {
+        for connection in connections.withLock({ $0 }) { connection.abort() }
+        connections.withLock { $0.removeAll() }
+    }
 }
 
 /// How many descriptors can still be opened, found by opening them (none is left open).
@@ -135,6 +206,37 @@ private func threadNames() -> [String] {
     return names
 }
 
+/// A blocking TCP socket whose reads give up after 5 s.
+private func clientSocket() -> Int32 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { childFailure("socket: errno \(errno)") }
+    var timeout = timeval(tv_sec: 5, tv_usec: 0)
+    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    return descriptor
+}
+
+/// Connects every socket to `address`, then reads one byte from each: a served client gets "s",
+/// a shed one the end of its connection. Returns how many were served and how many shed.
+private func connectAndRead(_ sockets: [Int32], to address: SocketAddress) -> (served: Int, shed: Int) {
+    for socket in sockets {
+        guard connectSocket(socket, to: address) else { childFailure("connect: errno \(errno)") }
+    }
+    var served = 0
+    var shed = 0
+    for socket in sockets {
+        var byte: UInt8 = 0
+        let count = read(socket, &byte, 1)
+        if count == 1 && byte == UInt8(ascii: "s") {
+            served += 1
+        } else if count == 0 || (count < 0 && errno == ECONNRESET) {
+            shed += 1
+        } else {
+            childFailure("a client read \(count) (errno \(errno)): neither served nor shed within 5 s")
+        }
+    }
+    return (served, shed)
+}
+
 /// The process's resident set in KiB (`/proc/self/statm`, which takes one descriptor to read).
 private func residentKiB() -> Int {
     guard let file = fopen("/proc/self/statm", "r") else { childFailure("/proc/self/statm: errno \(errno)") }
@@ -145,4 +247,12 @@ private func residentKiB() -> Int {
         separator: " ")
     guard fields.count > 1, let pages = Int(fields[1]) else { childFailure("/proc/self/statm: \(fields)") }
     return pages * sysconf(Int32(_SC_PAGESIZE)) / 1024
+}
+
+/// The CPU time the process has used, user and system.
+private func cpuTime() -> Duration {
+    var usage = rusage()
+    getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
+    func duration(_ time: timeval) -> Duration { .seconds(time.tv_sec) + .microseconds(time.tv_usec) }
+    return duration(usage.ru_utime) + duration(usage.ru_stime)
 }

@@ -184,6 +184,11 @@ func exhaustDescriptors() -> [Int32] {
     return fillers
 }
 
+/// Connects the blocking socket `descriptor` to `address`; false with `errno` set if it failed.
+func connectSocket(_ descriptor: Int32, to address: SocketAddress) -> Bool {
+    address.withSockaddr { connect(descriptor, $0, $1) } == 0
+}
+
 /// The number of open descriptors of the process (entries of `/proc/self/fd`).
 func openDescriptorCount() -> Int {
     guard let directory = opendir("/proc/self/fd") else { return -1 }

@@ -118,6 +118,12 @@ enum Platform {
         open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
 
+    /// `unlink(path)`: removes a file system entry, such as a Unix socket's path; a path that is
+    /// already gone is not an error.
+    static func removePath(_ path: String) {
+        unlink(path)
+    }
+
     /// Throws unless `descriptor` is open and of a kind epoll can watch: `fstat`.
     static func validateWatchable(_ descriptor: Int32) throws(LoopError) {
         let type = rlk_descriptor_type(descriptor)
