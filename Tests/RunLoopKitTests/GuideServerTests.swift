@@ -108,6 +108,15 @@ private func drain(_ listener: LoopListener, busyConnections: [LoopConnection], 
     }
 }
 
+/// Reports each connection `listener` sheds.
+private func reportShedding(of listener: LoopListener) {
+    listener.onShed { listener, error in
+        // The client was accepted and closed at once: error.systemError is EMFILE (or ENFILE),
+        // and the message names the client.
+        print("shed \(listener.shedConnections) so far: \(error.message)")
+    }
+}
+
 // MARK: Tests
 
 /// The bytes the backpressure test sends, over and over.
@@ -327,6 +336,31 @@ private func onOwnExecutor(_ body: () async throws -> Void) async throws {
         #expect(intact.withLock { $0 })
         #expect(await eventually { !serverPaused() })
         connection.close()
+    }
+
+    /// "Out of descriptors": with no descriptor left, a client is shed and `onShed` prints it,
+    /// in a child process whose descriptor table is full.
+    @Test func aShedClientIsReported() async {
+        await #expect(processExitsWith: .success) {
+            let server = try LoopThread.start(name: "shed")
+            let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { _ in }
+            reportShedding(of: listener)
+            server.loop.add(listener, forMode: .default)
+            let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            _ = exhaustDescriptors()
+            guard connectSocket(client, to: listener.localAddress) else {
+                childFailure("connect: errno \(errno)")
+            }
+            var byte: UInt8 = 0
+            guard read(client, &byte, 1) <= 0 else { childFailure("the client was served") }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while printed.count == 0 && ContinuousClock.now < deadline { usleep(1_000) }
+            let line = printed.events.first ?? ""
+            guard line.hasPrefix("shed 1 so far: the connection from 127.0.0.1:"), line.contains("errno 24") else {
+                childFailure("printed \(printed.events)")
+            }
+            exit(0)
+        }
     }
 
     @Test func drainingServesTheBusyConnectionsAlone() async throws {

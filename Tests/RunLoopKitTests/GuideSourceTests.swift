@@ -89,6 +89,24 @@ private func backgroundThread() {
     background.stop()  // stops the loop and joins the thread
 }
 
+/// A worker started while the process has no descriptor left, then once it has them back.
+private func startingAWorkerOutOfDescriptors() -> (outOfDescriptors: LoopThread?, afterwards: LoopThread?) {
+    /// A worker thread, or nil when the process has no descriptors left for its loop.
+    func startWorker() -> LoopThread? {
+        do {
+            return try LoopThread.start(name: "worker")
+        } catch {
+            // EMFILE or ENFILE: nothing was left open; try again once descriptors are free.
+            print("no worker: \(error.message)")
+            return nil
+        }
+    }
+    let fillers = exhaustDescriptors()
+    let none = startWorker()
+    for filler in fillers { close(filler) }
+    return (none, startWorker())
+}
+
 private func waitingForABackgroundJob() {
     let loop = Loop.current
     let worker = LoopThread(name: "worker")
@@ -217,6 +235,19 @@ private func loopGroup() {
     @Test func aBackgroundThreadRunsBlocksAndTimers() async {
         await awaitFreshThread { backgroundThread() }
         #expect(printed.events == ["on the background thread", "polling"])
+    }
+
+    /// "When descriptors run out", in a child process whose descriptor table is full.
+    @Test func aWorkerThatCannotStartIsNilAndSaysWhy() async {
+        await #expect(processExitsWith: .success) {
+            let (none, worker) = startingAWorkerOutOfDescriptors()
+            guard none == nil, let worker else { childFailure("started: \(none != nil), then \(worker != nil)") }
+            worker.stop()
+            guard printed.events == ["no worker: eventfd failed: Too many open files (errno 24)"] else {
+                childFailure("printed \(printed.events)")
+            }
+            exit(0)
+        }
     }
 
     @Test func aSourceSaysWhenTheBackgroundJobIsDone() async {

@@ -159,6 +159,36 @@ func runLoop(_ loop: Loop, in mode: Loop.Mode, until done: () -> Bool) -> Bool {
     return done()
 }
 
+/// Records `message` as an issue, which the child hands to the test process over a descriptor it
+/// already holds, and ends the child process with a failure.
+func childFailure(_ message: String) -> Never {
+    Issue.record(Comment(rawValue: message))
+    exit(1)
+}
+
+/// Lowers the descriptor limit to just above what is open and takes every number below it, so
+/// that the next descriptor fails with `EMFILE`. Returns the descriptors taken.
+func exhaustDescriptors() -> [Int32] {
+    var limit = rlimit()
+    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    limit.rlim_cur = rlim_t(openDescriptorCount() + 64)
+    guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { childFailure("setrlimit: errno \(errno)") }
+    var fillers: [Int32] = []
+    fillers.reserveCapacity(128)
+    while true {
+        let descriptor = Platform.openPlaceholderDescriptor()
+        guard descriptor >= 0 else { break }
+        fillers.append(descriptor)
+    }
+    guard errno == EMFILE else { childFailure("filling the descriptor table: errno \(errno)") }
+    return fillers
+}
+
+/// Connects the blocking socket `descriptor` to `address`; false with `errno` set if it failed.
+func connectSocket(_ descriptor: Int32, to address: SocketAddress) -> Bool {
+    address.withSockaddr { connect(descriptor, $0, $1) } == 0
+}
+
 /// The number of open descriptors of the process (entries of `/proc/self/fd`).
 func openDescriptorCount() -> Int {
     guard let directory = opendir("/proc/self/fd") else { return -1 }

@@ -89,14 +89,32 @@ public final class Loop: @unchecked Sendable {
         set { onThread.instruments = newValue }
     }
 
-    private init(isMainLoop: Bool) {
+    private init(isMainLoop: Bool, wakeDescriptor: Int32) {
         self.isMainLoop = isMainLoop
         let version = TableVersion()
         self.tablesVersion = version
         self.state = WordLocked(ModeTable(version: version))
-        self.inbox = Inbox(descriptor: Platform.makeEventDescriptor())
+        self.inbox = Inbox(descriptor: wakeDescriptor)
         self.link = LoopLink()
         link.attach(self)
+    }
+
+    /// The wake-up eventfd of a loop made on first access (`current`, `main`), which has no way to
+    /// report a failure: it stops the process.
+    private static func openWakeDescriptorOrStop() -> Int32 {
+        do {
+            return try Platform.openEventDescriptor()
+        } catch {
+            cannotCreate(error)
+        }
+    }
+
+    /// Stops the process for a loop that could not be created, saying why in plain words and what
+    /// reports it instead.
+    static func cannotCreate(_ error: LoopError) -> Never {
+        preconditionFailure(
+            "RunLoopKit: cannot create a loop: \(error.plainReason). `try LoopThread.start(name:)` and "
+                + "`try LoopGroup.start(threads:name:)` report this as a LoopError instead of stopping the process")
     }
 
     // MARK: Per-thread loops
@@ -108,11 +126,32 @@ public final class Loop: @unchecked Sendable {
         if let raw = Platform.currentLoopPointer {
             return Unmanaged<Loop>.fromOpaque(raw).takeUnretainedValue()
         }
-        let loop = Platform.isMainThread ? Loop.main : Loop(isMainLoop: false)
+        let loop =
+            Platform.isMainThread ? Loop.main : Loop(isMainLoop: false, wakeDescriptor: openWakeDescriptorOrStop())
+        install(loop)
+        return loop
+    }
+
+    /// Makes `loop` the calling thread's. The key releases it at thread exit, tearing it down;
+    /// the thread-local copy is for reading.
+    private static func install(_ loop: Loop) {
         let raw = Unmanaged.passRetained(loop).toOpaque()
-        // The key releases the loop at thread exit; the thread-local copy is for reading.
         pthread_setspecific(ThreadSlot.key, raw)
         Platform.currentLoopPointer = raw
+    }
+
+    /// Creates the calling thread's loop with every descriptor it needs (its wake-up eventfd, and
+    /// the event backend's epoll, signal pipe and timerfd) now, instead of stopping the process
+    /// later when one cannot be opened. A new thread with no loop yet, not the main thread. Throws a `LoopError`
+    /// with `systemError` set; a loop that got its eventfd but no backend stays the thread's and
+    /// goes when the thread exits, closing the eventfd, like any thread's loop.
+    static func startCurrent() throws(LoopError) -> Loop {
+        precondition(
+            Platform.currentLoopPointer == nil && !Platform.isMainThread,
+            "RunLoopKit: Loop.startCurrent() is for a new thread that has no loop yet")
+        let loop = Loop(isMainLoop: false, wakeDescriptor: try Platform.openEventDescriptor())
+        install(loop)
+        _ = try loop.startBackend()
         return loop
     }
 
@@ -120,7 +159,7 @@ public final class Loop: @unchecked Sendable {
     ///
     /// Any thread may reference it; only the main thread may run it. Stopping the main loop is
     /// allowed but discouraged: it is meant to run for the whole life of the process.
-    public static let main = Loop(isMainLoop: true)
+    public static let main = Loop(isMainLoop: true, wakeDescriptor: openWakeDescriptorOrStop())
 
     /// Whether the calling thread is this loop's thread, without creating a loop for it.
     var isCurrentThread: Bool {

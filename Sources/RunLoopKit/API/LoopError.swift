@@ -1,3 +1,5 @@
+import Glibc
+
 /// A runtime failure reported by RunLoopKit, with a message that names what failed.
 ///
 /// A value; `Sendable`. Where a system call failed, `systemError` carries its `errno`, so callers
@@ -25,9 +27,25 @@ public struct LoopError: Error, Sendable, Equatable, CustomStringConvertible {
         LoopError("event backend: \(message)", systemError: systemError)
     }
 
+    /// `call` (a system call, with what it was for) failed with the `errno` `code`.
+    static func systemCall(_ call: String, failedWith code: Int32) -> LoopError {
+        LoopError("\(call) failed: \(String(cString: strerror(code))) (errno \(code))", systemError: code)
+    }
+
     /// The loop has ended: its thread exited, or its `LoopThread` or `LoopGroup` was stopped.
     static let loopEnded = LoopError(
         "the loop has ended (its thread exited, or its LoopThread or LoopGroup was stopped); it runs no more work")
+
+    /// Whether a system call failed because descriptors ran out: the process's limit (`EMFILE`,
+    /// `ulimit -n`) or the system's (`ENFILE`).
+    var isOutOfDescriptors: Bool { systemError == EMFILE || systemError == ENFILE }
+
+    /// The message, led for running out of descriptors by what that means in plain words.
+    var plainReason: String {
+        guard isOutOfDescriptors else { return message }
+        let limit = systemError == EMFILE ? "its limit, ulimit -n," : "the system's limit"
+        return "the process has run out of file descriptors (\(limit) is reached: \(message))"
+    }
 
     /// The message.
     public var description: String { message }

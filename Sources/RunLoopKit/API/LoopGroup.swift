@@ -14,11 +14,43 @@ public final class LoopGroup: Sendable {
 
     /// Starts `threads` loop threads named `name-0`, `name-1`, ….
     ///
-    /// Any thread. `threads` must be at least 1.
+    /// Any thread. `threads` must be at least 1. Stops the process if a loop cannot be created
+    /// (the process has run out of file descriptors, say); ``start(threads:name:)`` throws
+    /// instead.
     public init(threads: Int, name: String) {
-        precondition(threads >= 1, "RunLoopKit: a LoopGroup needs at least one thread (got \(threads))")
+        LoopGroup.checkCount(threads)
         self.threads = (0..<threads).map { LoopThread(name: "\(name)-\($0)") }
         self.loops = self.threads.map(\.loop)
+    }
+
+    /// Starts `threads` loop threads named `name-0`, `name-1`, …, as ``init(threads:name:)``
+    /// does, but throws where that stops the process.
+    ///
+    /// Any thread. `threads` must be at least 1. Each thread is started with
+    /// ``LoopThread/start(name:)``: when one cannot be (the process has run out of descriptors,
+    /// `systemError` `EMFILE` or `ENFILE`), the threads already started are stopped and joined and
+    /// their descriptors closed before its `LoopError` is thrown, so nothing of the group is left.
+    public static func start(threads: Int, name: String) throws(LoopError) -> LoopGroup {
+        checkCount(threads)
+        var started: [LoopThread] = []
+        for index in 0..<threads {
+            do {
+                started.append(try LoopThread.start(name: "\(name)-\(index)"))
+            } catch {
+                stop(started)
+                throw error
+            }
+        }
+        return LoopGroup(started: started)
+    }
+
+    private init(started threads: [LoopThread]) {
+        self.threads = threads
+        self.loops = threads.map(\.loop)
+    }
+
+    private static func checkCount(_ threads: Int) {
+        precondition(threads >= 1, "RunLoopKit: a LoopGroup needs at least one thread (got \(threads))")
     }
 
     /// The next loop, round-robin.
@@ -33,7 +65,11 @@ public final class LoopGroup: Sendable {
     ///
     /// Any thread but the group's own; idempotent.
     public func shutdown() {
-        // Ask all first, then join: the threads wind down in parallel.
+        LoopGroup.stop(threads)
+    }
+
+    /// Stops `threads` and joins them. Asks all first, then joins: they wind down in parallel.
+    private static func stop(_ threads: [LoopThread]) {
         for thread in threads {
             thread.requestStop()
         }

@@ -26,18 +26,53 @@ public final class LoopThread: @unchecked Sendable {
         let name: String
         let stopRequested = Atomic<Bool>(false)
         let started = DispatchSemaphore(value: 0)
-        let loop = Locked<Loop?>(nil)
+        /// The thread's loop, or why it could not be created; set before `started` is signalled.
+        let outcome = Locked<Result<Loop, LoopError>?>(nil)
         let thread = Locked<pthread_t>(0)
         init(name: String) { self.name = name }
     }
 
     /// Starts a thread named `name` and waits until its loop exists, its descriptors open.
     ///
-    /// Any thread.
+    /// Any thread. Stops the process if the loop cannot be created (the process has run out of
+    /// file descriptors, say); ``start(name:)`` throws instead.
     public init(name: String) {
+        let started: (control: Control, loop: Loop)
+        do {
+            started = try LoopThread.launch(name: name)
+        } catch {
+            Loop.cannotCreate(error)
+        }
         self.name = name
-        let control = Control(name: name)
+        self.control = started.control
+        self.loop = started.loop
+    }
+
+    /// Starts a thread named `name` and waits until its loop exists, its descriptors open, as
+    /// ``init(name:)`` does, but throws where that stops the process.
+    ///
+    /// Any thread. The loop's five descriptors (a wake-up eventfd, libevent's epoll and signal
+    /// pipe, and a timerfd) are opened before this returns; when the process has run out of them this throws a
+    /// `LoopError` whose `systemError` is `EMFILE` (the process's limit, `ulimit -n`) or `ENFILE`
+    /// (the system's), as libuv's `uv_loop_init` returns `UV_EMFILE`. A thread the system refuses
+    /// throws with `pthread_create`'s error (`EAGAIN`). Either way the descriptors opened are
+    /// closed and the thread has exited when it throws, so a later call can succeed once
+    /// descriptors are free again.
+    public static func start(name: String) throws(LoopError) -> LoopThread {
+        let started = try launch(name: name)
+        return LoopThread(name: name, control: started.control, loop: started.loop)
+    }
+
+    private init(name: String, control: Control, loop: Loop) {
+        self.name = name
         self.control = control
+        self.loop = loop
+    }
+
+    /// Creates the thread and waits for its loop. Throws, once the thread has exited and its loop
+    /// has gone, if the loop could not be created, or if the thread could not.
+    private static func launch(name: String) throws(LoopError) -> (control: Control, loop: Loop) {
+        let control = Control(name: name)
         var thread = pthread_t()
         let context = Unmanaged.passRetained(control).toOpaque()
         let code = pthread_create(
@@ -47,10 +82,20 @@ public final class LoopThread: @unchecked Sendable {
                 LoopThread.main(control)
                 return nil
             }, context)
-        precondition(code == 0, "RunLoopKit: pthread_create failed for LoopThread \"\(name)\" (error \(code))")
+        guard code == 0 else {
+            Unmanaged<Control>.fromOpaque(context).release()
+            throw LoopError.systemCall("pthread_create for LoopThread \"\(name)\"", failedWith: code)
+        }
         control.thread.withLock { $0 = thread }
         control.started.wait()
-        self.loop = control.loop.withLock { $0! }
+        switch control.outcome.withLock({ $0! }) {
+        case .success(let loop):
+            return (control, loop)
+        case .failure(let error):
+            // Joined before throwing: the thread's teardown closes the eventfd it may have opened.
+            pthread_join(thread, nil)
+            throw error
+        }
     }
 
     deinit {
@@ -101,14 +146,21 @@ public final class LoopThread: @unchecked Sendable {
 
     private static func main(_ control: Control) {
         Platform.setCurrentThreadName(LoopThread.kernelName(control.name))
-        let loop = Loop.current
+        // Every descriptor of the loop is opened before `init` returns: a caller that then uses up
+        // the process's descriptors does not leave the loop unable to start, and one that has
+        // used them up already is told so by `start(name:)`.
+        let loop: Loop
+        do {
+            loop = try Loop.startCurrent()
+        } catch {
+            control.outcome.withLock { $0 = .failure(error) }
+            control.started.signal()
+            return
+        }
         // Keeps `.default` alive so the run sleeps instead of finishing when there is nothing to do.
         let keepAlive = LoopSource {}
         loop.add(keepAlive, forMode: .default)
-        // The backend's descriptors (epoll, timerfd) are opened before `init` returns: a caller
-        // that then uses up the process's descriptors does not leave the loop unable to start.
-        _ = loop.ensureBackend()
-        control.loop.withLock { $0 = loop }
+        control.outcome.withLock { $0 = .success(loop) }
         control.started.signal()
         while !control.stopRequested.load(ordering: .acquiring) {
             loop.run(mode: .default, for: .seconds(Int64.max))

@@ -209,16 +209,27 @@ extension Loop {
     func ensureBackend() -> any EventBackend {
         if let backend { return backend }
         do {
-            let backend = try LibeventBackend(wakeDescriptor: inbox.descriptor)
-            if isMainLoop {
-                try backend.watchMainQueue()
-                onThread.mainQueuePending = true  // work queued before the handle existed
-            }
-            self.backend = backend
-            return backend
+            return try startBackend()
         } catch {
-            preconditionFailure("RunLoopKit: cannot start the loop's event backend: \(error)")
+            Loop.cannotCreate(error)
         }
+    }
+
+    /// Creates the event backend (libevent's base with its epoll and signal pipe, and the loop's
+    /// timerfd) on the loop's thread, where every libevent call stays. Throws a `LoopError` with `systemError` set,
+    /// having closed what it opened.
+    func startBackend() throws(LoopError) -> any EventBackend {
+        // libevent's base opens an epoll descriptor and a pipe for signals, and exits the process
+        // when it cannot open the pipe: room for those three is checked first. (Another thread may
+        // take the room in between; a process that has run out of descriptors is told here.)
+        try Platform.checkDescriptorsFree(3)
+        let backend = try LibeventBackend(wakeDescriptor: inbox.descriptor)
+        if isMainLoop {
+            try backend.watchMainQueue()
+            onThread.mainQueuePending = true  // work queued before the handle existed
+        }
+        self.backend = backend
+        return backend
     }
 
     private func earliest(_ a: Ticks?, _ b: Ticks?) -> Ticks? {

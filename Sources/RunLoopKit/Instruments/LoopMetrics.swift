@@ -1,8 +1,8 @@
 import Synchronization
 
 /// Counters of what a loop did since metrics were turned on: iterations, time busy and time
-/// waiting (libuv's "idle time"), callouts by kind, and how long posted work (blocks, jobs, port
-/// messages) waited in the queue.
+/// waiting (libuv's "idle time"), callouts by kind, how long posted work (blocks, jobs, port
+/// messages) waited in the queue, and connections its listeners shed.
 ///
 /// A value: read `loop.metrics` from any thread for a snapshot.
 public struct LoopMetrics: Sendable, Equatable {
@@ -17,6 +17,10 @@ public struct LoopMetrics: Sendable, Equatable {
     /// Queue delay of posted work: `queueDelay[i]` counts delays in [2^i, 2^(i+1)) nanoseconds
     /// (bucket 0 also holds 0 ns; the last bucket everything longer).
     public var queueDelay: [UInt64] = Array(repeating: 0, count: LoopMetrics.bucketCount)
+    /// Connections the loop's listeners shed: accepted and closed at once because the process had
+    /// run out of descriptors (see `LoopListener.shedConnections`, which counts one listener's
+    /// since it was made).
+    public var shedConnections: UInt64 = 0
 
     /// Number of queue-delay buckets (2^0 ns … 2^39 ns ≈ 9 minutes).
     public static let bucketCount = 40
@@ -47,6 +51,7 @@ final class MetricsRecorder: LoopInstrument, @unchecked Sendable {
         var waiting: Int64 = 0
         var callouts: InlineArray<8, UInt64> = .init(repeating: 0)
         var delays: InlineArray<40, UInt64> = .init(repeating: 0)
+        var shed: UInt64 = 0
     }
 
     private let counters = Locked(Counters())
@@ -66,7 +71,13 @@ final class MetricsRecorder: LoopInstrument, @unchecked Sendable {
         for bucket in 0..<LoopMetrics.bucketCount {
             metrics.queueDelay[bucket] = counters.delays[bucket]
         }
+        metrics.shedConnections = counters.shed
         return metrics
+    }
+
+    /// A listener of the loop shed a connection. Loop thread.
+    func recordShedConnection() {
+        counters.withLock { $0.shed += 1 }
     }
 
     func loopDidReach(_ loop: Loop, _ activity: Loop.Activity, mode: Loop.Mode, at time: ContinuousClock.Instant) {
@@ -148,5 +159,10 @@ extension Loop {
     /// Any thread.
     public var metrics: LoopMetrics {
         metricsRecorder.withLock { $0?.snapshot } ?? LoopMetrics()
+    }
+
+    /// Counts a connection a listener of this loop shed, while metrics are on. Loop thread.
+    func recordShedConnection() {
+        metricsRecorder.withLock { $0 }?.recordShedConnection()
     }
 }

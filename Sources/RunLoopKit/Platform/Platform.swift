@@ -41,11 +41,34 @@ enum Platform {
     // MARK: Event and timer descriptors
 
     /// `eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)`: what other threads (and signal handlers) write to
-    /// wake a loop. Running out of descriptors here is not recoverable for a loop: a precondition.
-    static func makeEventDescriptor() -> Int32 {
+    /// wake a loop. Throws with `systemError` set, `EMFILE` or `ENFILE` once descriptors ran out.
+    static func openEventDescriptor() throws(LoopError) -> Int32 {
         let descriptor = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        precondition(descriptor >= 0, "RunLoopKit: eventfd() failed (errno \(errno)); cannot create a loop")
+        guard descriptor >= 0 else { throw LoopError.systemCall("eventfd", failedWith: errno) }
         return descriptor
+    }
+
+    /// Throws unless `count` more descriptors can be opened now: opens that many eventfds (which
+    /// need no file system) and closes them again. Throws with `systemError` set, `EMFILE` or
+    /// `ENFILE` once descriptors ran out.
+    static func checkDescriptorsFree(_ count: Int) throws(LoopError) {
+        var opened: [Int32] = []
+        opened.reserveCapacity(count)
+        defer { for descriptor in opened { close(descriptor) } }
+        for _ in 0..<count {
+            let descriptor = eventfd(0, Int32(EFD_CLOEXEC))
+            guard descriptor >= 0 else { throw LoopError.systemCall("eventfd", failedWith: errno) }
+            opened.append(descriptor)
+        }
+    }
+
+    /// `openEventDescriptor()` for a caller that cannot report a failure: it stops the process.
+    static func makeEventDescriptor() -> Int32 {
+        do {
+            return try openEventDescriptor()
+        } catch {
+            preconditionFailure("RunLoopKit: cannot open an eventfd: \(error.plainReason)")
+        }
     }
 
     /// Adds one to an eventfd's counter.
@@ -87,6 +110,18 @@ enum Platform {
 
     static func closeDescriptor(_ descriptor: Int32) {
         close(descriptor)
+    }
+
+    /// `open("/dev/null", O_RDONLY | O_CLOEXEC)`: a descriptor held only to be given up when the
+    /// process runs out (a listener's reserve). The descriptor, or -1 with `errno` set.
+    static func openPlaceholderDescriptor() -> Int32 {
+        open("/dev/null", O_RDONLY | O_CLOEXEC)
+    }
+
+    /// `unlink(path)`: removes a file system entry, such as a Unix socket's path; a path that is
+    /// already gone is not an error.
+    static func removePath(_ path: String) {
+        unlink(path)
     }
 
     /// Throws unless `descriptor` is open and of a kind epoll can watch: `fstat`.

@@ -12,7 +12,8 @@ import Synchronization
 /// closes a descriptor it keeps in reserve, accepts the waiting connection and closes it at once
 /// (the client sees the connection end instead of waiting), then takes its reserve again; with no
 /// reserve it stops accepting for 100 ms. Either way the loop does not spin on a listening socket
-/// that stays ready.
+/// that stays ready. Each connection shed so is counted (``shedConnections``, and the loop's
+/// `LoopMetrics.shedConnections`) and reported to the ``onShed(_:)`` handler.
 ///
 /// A loop keeps a listener it holds alive until it is invalidated or removed from every mode.
 public final class LoopListener: LoopResident, @unchecked Sendable {
@@ -34,6 +35,10 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     private let unixPath: String?
     /// Set once the invalidated listener has let go of its reserve, its path and its loop.
     private let finished = Atomic<Bool>(false)
+    /// Connections accepted and closed at once for want of descriptors.
+    private let shed = Atomic<Int>(0)
+    /// Told of each of them, on the loop's thread.
+    private let shedHandler = Locked<((LoopListener, LoopError) -> Void)?>(nil)
 
     /// How long accepting pauses when descriptors ran out and no reserve was left.
     static let exhaustionBackoff: Duration = .milliseconds(100)
@@ -59,7 +64,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         localAddress = SocketCall.address(of: descriptor) ?? address
         unixPath = address.unixPath
         self.accept = accept
-        reserve.store(open("/dev/null", O_RDONLY | O_CLOEXEC), ordering: .relaxed)
+        reserve.store(Platform.openPlaceholderDescriptor(), ordering: .relaxed)
         sourceSlot = LoopDescriptorSource(client: descriptor, events: .readable)
     }
 
@@ -68,7 +73,9 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         // Released without `invalidate()` (never added, or removed from every mode): the source
         // no longer reaches this listener, so its path goes here. Not after an invalidation, which
         // removed it already (a later listener may have bound the path since).
-        if !finished.exchange(true, ordering: .acquiringAndReleasing), let unixPath { unlink(unixPath) }
+        if !finished.exchange(true, ordering: .acquiringAndReleasing), let unixPath {
+            Platform.removePath(unixPath)
+        }
         closeReserve()
     }
 
@@ -76,6 +83,32 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     ///
     /// Any thread.
     public var isValid: Bool { descriptorSource.isValid }
+
+    /// How many connections the listener has shed: accepted and closed at once because the
+    /// process had run out of descriptors (`EMFILE`, `ENFILE`), their clients seeing the
+    /// connection end. A server that sees it grow holds too many descriptors for its limit
+    /// (`ulimit -n`): it can close idle connections, or raise the limit.
+    ///
+    /// Any thread; the count may be stale by the time it is read.
+    public var shedConnections: Int { shed.load(ordering: .relaxed) }
+
+    /// Sets the handler told of each connection the listener sheds (see ``shedConnections``),
+    /// with a `LoopError` whose `systemError` is the accept's error (`EMFILE` when the process's
+    /// limit is reached, `ENFILE` for the system's, `ENOBUFS` or `ENOMEM` when the kernel is short
+    /// of memory) and whose message names the client. By the time it runs the connection is closed
+    /// and the listener has taken its reserve descriptor again.
+    ///
+    /// Any thread; the handler runs on the loop's thread, in the listener's modes, and replaces an
+    /// earlier one. Connections shed before it is set are counted, not reported. It is released
+    /// when the listener is invalidated.
+    public func onShed(_ handler: sending @escaping (LoopListener, LoopError) -> Void) {
+        // A replaced handler goes after the lock: its captures may call back into the listener.
+        let replaced = shedHandler.withLock { stored in
+            defer { stored = handler }
+            return stored
+        }
+        withExtendedLifetime(replaced) {}
+    }
 
     /// Stops listening: removes the listener from its loop, closes the socket (once libevent has
     /// let go of it) and, for a Unix socket, removes its path. Connections it accepted go on.
@@ -97,13 +130,31 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         // Once: a later listener may have bound the same Unix path by the time of a second call.
         guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
         closeReserve()
-        if let unixPath { unlink(unixPath) }
+        if let unixPath { Platform.removePath(unixPath) }
+        // Released after the lock, like a replaced one: a handler that captured the listener
+        // would otherwise keep it alive for good.
+        let handler = shedHandler.withLock { $0.take() }
+        withExtendedLifetime(handler) {}
         leaveLoop()
     }
 
     private func closeReserve() {
         let descriptor = reserve.exchange(-1, ordering: .acquiringAndReleasing)
-        if descriptor >= 0 { close(descriptor) }
+        if descriptor >= 0 { Platform.closeDescriptor(descriptor) }
+    }
+
+    /// Takes a reserve descriptor again if the listener has none; false if none could be opened.
+    /// A listener invalidated meanwhile, from another thread, lets it go at once.
+    private func retakeReserve() -> Bool {
+        guard reserve.load(ordering: .acquiring) < 0 else { return true }
+        let again = Platform.openPlaceholderDescriptor()
+        guard again >= 0 else { return false }
+        if !reserve.compareExchange(expected: -1, desired: again, ordering: .acquiringAndReleasing).exchanged {
+            Platform.closeDescriptor(again)
+        } else if !descriptorSource.isValid {
+            closeReserve()
+        }
+        return true
     }
 
     // MARK: Accepting (loop thread)
@@ -115,7 +166,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
             guard descriptor >= 0 else {
                 switch errno {
                 case EINTR, ECONNABORTED, EPROTO: continue
-                case EMFILE, ENFILE, ENOBUFS, ENOMEM: outOfDescriptors(listener)
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM: outOfDescriptors(listener, errno, loop)
                 default: break  // EAGAIN: accepted everything waiting
                 }
                 return
@@ -133,24 +184,32 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         }
     }
 
-    /// Out of descriptors: refuse one waiting connection with the reserve, or pause accepting.
-    private func outOfDescriptors(_ listener: Int32) {
+    /// Out of descriptors (`accept` failed with `code`): shed one waiting connection with the
+    /// reserve, or pause accepting.
+    private func outOfDescriptors(_ listener: Int32, _ code: Int32, _ loop: Loop) {
         let spare = reserve.exchange(-1, ordering: .acquiringAndReleasing)
         if spare >= 0 {
-            close(spare)
-            let (descriptor, _) = SocketCall.accept(listener)
-            if descriptor >= 0 { close(descriptor) }
-            let again = open("/dev/null", O_RDONLY | O_CLOEXEC)
-            if again >= 0 {
-                if !reserve.compareExchange(expected: -1, desired: again, ordering: .acquiringAndReleasing).exchanged {
-                    close(again)
-                } else if !descriptorSource.isValid {
-                    closeReserve()  // invalidated meanwhile, from another thread
-                }
-                return
+            Platform.closeDescriptor(spare)
+            let (descriptor, peer) = SocketCall.accept(listener)
+            if descriptor >= 0 {
+                // Counted before the close: a client that sees its connection end finds it counted.
+                shed.add(1, ordering: .relaxed)
+                loop.recordShedConnection()
+                Platform.closeDescriptor(descriptor)
             }
+            let heldAgain = retakeReserve()
+            if descriptor >= 0 { reportShed(code, peer) }
+            if heldAgain { return }
         }
         pauseAccepting()
+    }
+
+    private func reportShed(_ code: Int32, _ peer: SocketAddress?) {
+        guard let handler = shedHandler.withLock({ $0 }) else { return }
+        let client = peer.map { "the connection from \($0)" } ?? "a connection"
+        let error = LoopError.systemCall("accept", failedWith: code)
+        handler(
+            self, LoopError("\(client) was shed (accepted and closed at once): \(error.message)", systemError: code))
     }
 
     private func pauseAccepting() {
@@ -158,15 +217,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         descriptorSource.events = []
         let resume = LoopTimer(after: LoopListener.exhaustionBackoff) { [weak self] _ in
             guard let self else { return }
-            if reserve.load(ordering: .acquiring) < 0 {
-                let again = open("/dev/null", O_RDONLY | O_CLOEXEC)
-                if again >= 0,
-                    !reserve.compareExchange(expected: -1, desired: again, ordering: .acquiringAndReleasing)
-                        .exchanged
-                {
-                    close(again)
-                }
-            }
+            _ = retakeReserve()
             descriptorSource.events = .readable
         }
         loop.attach(resume, to: self)

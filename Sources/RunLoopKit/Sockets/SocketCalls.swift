@@ -5,7 +5,7 @@ import Glibc
 enum SocketCall {
     /// A `LoopError` for `call` failing with `code`.
     static func failure(_ call: String, _ code: Int32) -> LoopError {
-        LoopError("\(call) failed: \(String(cString: strerror(code))) (errno \(code))", systemError: code)
+        LoopError.systemCall(call, failedWith: code)
     }
 
     /// A non-blocking, close-on-exec stream socket for `address`'s family.
