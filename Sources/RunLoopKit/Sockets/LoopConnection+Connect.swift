@@ -112,6 +112,7 @@ extension LoopConnection {
 
     /// The socket turned writable (or failed) while connecting: its pending error says which.
     func finishConnecting() {
+        assertOnLoopThread()
         let code = SocketCall.pendingError(fileDescriptor)
         guard code == 0 else {
             fail("connect(\(remoteAddress))", code)
@@ -216,6 +217,7 @@ extension LoopConnection {
     private func startReading(
         _ maxLength: Int, _ flag: CancellationFlag, _ continuation: CheckedContinuation<[UInt8], any Error>
     ) {
+        assertOnLoopThread()
         if flag.isCancelled {
             continuation.resume(throwing: CancellationError())
         } else if !input.isEmpty && !delivering {
@@ -244,6 +246,7 @@ extension LoopConnection {
         _ flag: CancellationFlag, _ continuation: CheckedContinuation<Void, any Error>,
         _ enqueue: (LoopConnection) -> Void
     ) {
+        assertOnLoopThread()
         guard !flag.isCancelled else {
             continuation.resume(throwing: CancellationError())
             return

@@ -22,6 +22,7 @@ extension LoopConnection {
     static let lingerLimit = 1 << 20
 
     func handle(_ events: LoopDescriptorSource.Events) {
+        assertOnLoopThread()
         switch lifecycle {
         case .connecting:
             finishConnecting()
@@ -141,6 +142,7 @@ extension LoopConnection {
 
     /// Hands the input to waiting `read(maxLength:)` calls, then to `onRead`.
     func deliverInput() {
+        assertOnLoopThread()
         guard !delivering else { return }
         // Closed: what was read before is still delivered, then the handler is let go.
         defer { if isClosed { readHandler = nil } }
@@ -197,6 +199,7 @@ extension LoopConnection {
 
     /// Sends `bytes` at once if nothing is queued, and queues the rest.
     func queueOutput(_ bytes: UnsafeRawBufferPointer) {
+        assertOnLoopThread()
         guard acceptsOutput, bytes.count > 0 else { return }
         var rest = bytes
         if queuedBytes == 0 && !isConnecting {
@@ -217,6 +220,7 @@ extension LoopConnection {
     /// Moves the bytes of `buffer` to the output, sending first what the socket takes if nothing
     /// is queued.
     func queueOutput(_ buffer: EventBuffer) {
+        assertOnLoopThread()
         guard acceptsOutput, buffer.count > 0 else { return }
         if queuedBytes == 0 && !isConnecting {
             let sent = buffer.send(to: fileDescriptor)
@@ -232,6 +236,7 @@ extension LoopConnection {
 
     /// Sends queued output until the socket takes no more.
     func flush() {
+        assertOnLoopThread()
         while let output, output.count > 0 {
             let sent = output.send(to: fileDescriptor)
             if sent > 0 {
@@ -249,6 +254,7 @@ extension LoopConnection {
 
     /// After the queue changed: watermarks, and what an empty queue allows (FIN, close).
     func outputDidChange() {
+        assertOnLoopThread()
         guard !isClosed else { return }
         let queued = queuedBytes
         bufferedOutput.store(queued, ordering: .releasing)
@@ -273,6 +279,7 @@ extension LoopConnection {
     /// while it drops what the peer still sends), writability only while output is queued (or
     /// while connecting).
     func updateInterest() {
+        assertOnLoopThread()
         guard !isClosed else { return }
         var wanted: LoopDescriptorSource.Events = []
         if isConnecting {

@@ -131,6 +131,7 @@ extension LoopConnection {
 
     /// Applies `change`: the one place that decides what the connection does next.
     func apply(_ change: Change) {
+        assertOnLoopThread()
         switch (lifecycle, change) {
         case (.closed, _):
             return

@@ -191,6 +191,16 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         boundLoop.load(ordering: .acquiring)?.release()
     }
 
+    /// Debug builds: traps unless called on the loop's thread, the only one that touches the state
+    /// below "Loop thread only" (every path to it passes one of these checks: the descriptor's
+    /// events, the lifecycle's changes, reads, writes, flushes and deliveries).
+    @inline(__always)
+    func assertOnLoopThread() {
+        assert(
+            boundLoop.load(ordering: .relaxed)?._withUnsafeGuaranteedRef { $0.isCurrentThread } ?? false,
+            "RunLoopKit: a LoopConnection's loop-thread state touched off its loop's thread")
+    }
+
     @inline(__always)
     func withShared<R>(_ body: (inout Shared) -> R) -> R {
         sharedLock.withLock { body(&shared) }
