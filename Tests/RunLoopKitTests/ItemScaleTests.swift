@@ -5,7 +5,7 @@ import Testing
 @testable import RunLoopKit
 
 /// Adding and removing items costs O(1) or O(log n) each, however many a mode holds: a mode of
-/// 50,000 items takes about ten times as long as one of 5,000 to fill and empty, where a linear
+/// 50,000 items takes about ten times as long as one of 5,000 to fill, search and empty, where a linear
 /// removal (or a debug check walking the tables) would take a hundred times as long. Items go to
 /// a running `LoopThread`'s loop in the mode it runs, from one thread and from 20, and leave in
 /// random order. Each test measures both sizes itself, the best of three runs each, so a loaded
@@ -46,19 +46,35 @@ enum ScaleKind: String, CaseIterable, Sendable {
     case sources, timers, observers
 
     /// Makes `count` items, then (timed) adds them to `loop`'s default mode from `threads`
-    /// threads and invalidates them in random order; milliseconds.
+    /// threads, finds each there and invalidates them, both in random order; milliseconds.
     func fillAndEmpty(_ loop: Loop, count: Int, threads: Int) -> Double {
         let items = makeItems(count)
         let order = Array(0..<count).shuffled()
+        let missing = SharedCount()
         let start = ContinuousClock.now
         inParallel(threads) { index in
             for item in stride(from: index, to: count, by: threads) { add(items[item], to: loop) }
         }
         inParallel(threads) { index in
+            for item in stride(from: index, to: count, by: threads) where !contains(items[order[item]], in: loop) {
+                missing.add(1)
+            }
+        }
+        inParallel(threads) { index in
             for item in stride(from: index, to: count, by: threads) { invalidate(items[order[item]]) }
         }
         let elapsed = milliseconds(since: start)
+        precondition(missing.value == 0, "\(missing.value) of \(count) \(self) were not found in the mode")
         return elapsed
+    }
+
+    private func contains(_ item: AnyObject, in loop: Loop) -> Bool {
+        switch item {
+        case let source as LoopSource: loop.contains(source, inMode: .default)
+        case let timer as LoopTimer: loop.contains(timer, inMode: .default)
+        case let observer as LoopObserver: loop.contains(observer, inMode: .default)
+        default: preconditionFailure("not an item")
+        }
     }
 
     private func makeItems(_ count: Int) -> [AnyObject & Sendable] {
