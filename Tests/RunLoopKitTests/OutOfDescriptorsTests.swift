@@ -24,7 +24,11 @@ import Testing
                     started = try LoopThread.start(name: "fd-probe-\(free)")
                 } catch {
                     guard error.systemError == EMFILE else { childFailure("with \(free) free: \(error)") }
-                    guard freeDescriptors() == free else { childFailure("with \(free) free: a descriptor leaked") }
+                    let nowFree = freeDescriptors()
+                    guard nowFree >= free else { childFailure("with \(free) free: a descriptor leaked") }
+                    // More free: another thread of the process let one go (a transient descriptor
+                    // of the test runtime's). Taken again, so that `free` stays exact.
+                    for _ in free..<nowFree { fillers.append(Platform.openPlaceholderDescriptor()) }
                     guard free < 16 else { childFailure("no loop with 16 descriptors free") }
                     Platform.closeDescriptor(fillers.removeLast())
                     free += 1
@@ -37,7 +41,7 @@ import Testing
                 childFailure("the loop created after freeing descriptors does not run")
             }
             started = nil  // stopped and released: its descriptors are closed
-            guard freeDescriptors() == free else { childFailure("a stopped loop thread left a descriptor open") }
+            guard freeDescriptors() >= free else { childFailure("a stopped loop thread left a descriptor open") }
 
             // The failure that gets furthest (the eventfd and libevent's base open, the timerfd
             // not), many times over: the loop made on the way goes with its thread. Measured after a
@@ -62,7 +66,7 @@ import Testing
             guard StressTests.sanitized || grown < 1_024 else {
                 childFailure("4,000 failed starts grew the resident set by \(grown) KiB")
             }
-            guard freeDescriptors() == free - 1 else { childFailure("failed starts left a descriptor open") }
+            guard freeDescriptors() >= free - 1 else { childFailure("failed starts left a descriptor open") }
 
             // A group whose second thread cannot have its loop stops its first before throwing.
             Platform.closeDescriptor(fillers.removeLast())
@@ -72,7 +76,7 @@ import Testing
             } catch {
                 guard error.systemError == EMFILE else { childFailure("group: \(error)") }
             }
-            guard freeDescriptors() == free else { childFailure("a failed group left a descriptor open") }
+            guard freeDescriptors() >= free else { childFailure("a failed group left a descriptor open") }
 
             for filler in fillers { Platform.closeDescriptor(filler) }
             guard let group = try? LoopGroup.start(threads: 3, name: "fd-group") else {
