@@ -63,7 +63,7 @@ public final class Loop: @unchecked Sendable {
     /// works on into locals first). Stored without the runtime's dynamic exclusivity checks (a
     /// lookup on every access of a class's stored property); debug builds check the thread rule
     /// instead, at the one accessor, `onThread`.
-    @exclusivity(unchecked) private var threadState = LoopThreadState()
+    @exclusivity(unchecked) private var threadState: LoopThreadState
 
     /// The loop-thread-only state. Loop thread only (checked in debug builds).
     var onThread: LoopThreadState {
@@ -95,7 +95,9 @@ public final class Loop: @unchecked Sendable {
         self.tablesVersion = version
         self.state = WordLocked(ModeTable(version: version))
         self.inbox = Inbox(descriptor: wakeDescriptor)
-        self.link = LoopLink()
+        let link = LoopLink()
+        self.link = link
+        self.threadState = LoopThreadState(link: link)
         link.attach(self)
     }
 
@@ -172,7 +174,7 @@ public final class Loop: @unchecked Sendable {
     /// Debug builds: traps unless called on the loop's thread (or during its teardown there).
     @inline(__always)
     func assertLoopThread() {
-        assert(isCurrentThread, "RunLoopKit: loop-thread-only state touched from another thread")
+        assert(isCurrentThread, "RunLoopKit: Loop's thread state touched off its loop's thread")
     }
 
     func preconditionLoopThread(_ what: @autoclosure () -> String) {

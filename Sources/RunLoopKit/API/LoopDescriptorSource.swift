@@ -29,7 +29,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Any thread.
     public let fileDescriptor: Int32
 
-    struct State: @unchecked Sendable {  // the handler only ever runs on the loop thread
+    struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
         var isValid = true
         var events: Events
         var handler: ((LoopDescriptorSource, Events) -> Void)?
@@ -38,19 +38,17 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         var client: (any DescriptorClient)?
         var error: LoopError?
         var ownedDescriptorClosed = false
-        weak var loop: Loop?
+        var link: LoopLink?
     }
 
-    /// The source's state, guarded by `stateLock`, a lock word in the object itself rather than a
-    /// `Locked` (a pthread mutex in an allocation of its own): the critical sections are a few
+    /// The source's state behind a lock word in the object itself rather than a `Locked` (a
+    /// pthread mutex in an allocation of its own; see `ItemCore`): the critical sections are a few
     /// field accesses, taken on every event the source serves, and a server has one source per
     /// connection. With the connection's own lock word and lazy buffers (same change), measured
-    /// with `runloop-bench --memory-probe RunLoopKit connection 9000`: 3,828 → 2,200 bytes per
-    /// idle connection, both ends counted.
-    @exclusivity(unchecked) private var guardedState: State
-    private let stateLock = LockWord()
-    /// The modes of its loop the source is in; guarded by that loop's `state` lock, which
-    /// also makes the runtime's exclusivity checks redundant.
+    /// with `runloop-bench --memory-probe RunLoopKit connection 9000`: 3,828 → 2,200 bytes per idle
+    /// connection, both ends counted.
+    @exclusivity(unchecked) var core: ItemCore<State>
+    /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
     @exclusivity(unchecked) var membership = Membership()
     /// For sources the library creates over its own descriptors: closed once libevent has let go.
     let closesDescriptor: Bool
@@ -79,23 +77,12 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         self.fileDescriptor = fileDescriptor
         self.closesDescriptor = closesDescriptor
         self.beforeClosing = beforeClosing
-        self.guardedState = State(events: events, handler: handler)
+        self.core = ItemCore(State(events: events, handler: handler))
     }
 
     /// A source serving a library object (`DescriptorClient`) rather than a handler.
     convenience init(client fileDescriptor: Int32, events: Events) {
         self.init(unchecked: fileDescriptor, events: events, closesDescriptor: true, nil)
-    }
-
-    @inline(__always)
-    func withState<R>(_ body: (inout State) -> R) -> R {
-        stateLock.withLock { body(&guardedState) }
-    }
-
-    /// Makes the loop keep `object` (the public object this source serves) alive while the source
-    /// is in one of its modes. Before the source is first added.
-    func keepAlive(_ object: AnyObject) {
-        membership.keeper = ItemKeeper(object)
     }
 
     /// What the source waits for. Setting it takes effect before the loop next waits.
@@ -107,7 +94,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
             let loop: Loop? = withState { state in
                 guard state.isValid, state.events != newValue else { return nil }
                 state.events = newValue
-                return state.loop
+                return state.link?.loop
             }
             loop?.descriptorDidChange(self)
         }
@@ -142,7 +129,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
                 state.handler = nil
                 state.client = nil
             }
-            return (true, state.loop, state.handler, state.client)
+            return (true, state.link?.loop, state.handler, state.client)
         }
         guard wasValid else { return }
         withExtendedLifetime(handler) {}
@@ -175,14 +162,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     // MARK: Loop machinery
 
     func bind(to loop: Loop) -> Bool {
-        withState { state in
-            bindOwner(&state.loop, to: loop, kind: "LoopDescriptorSource")
-            return state.isValid
-        }
-    }
-
-    func unbind(from loop: Loop) {
-        withState { unbindOwner(&$0.loop, from: loop) }
+        bindState(to: loop, kind: "LoopDescriptorSource") { $0.isValid }
     }
 
     /// Holds `client` (which holds this source): the loop keeps it alive through the source while

@@ -26,14 +26,12 @@ public final class LoopObserver: @unchecked Sendable {
         var link: LoopLink?
     }
 
-    /// The observer's state, guarded by `stateLock`, a lock word in the object itself: the critical
-    /// sections are a few field accesses, taken on every pass that serves it. Measured with
-    /// `runloop-bench` against a pthread mutex per object: a busy loop with six observers went from
-    /// about 0.6 M to about 1 M passes a second.
-    @exclusivity(unchecked) private var guardedState: State
-    private let stateLock = LockWord()
-    /// The modes of its loop the observer is in; guarded by that loop's `state` lock, which
-    /// also makes the runtime's exclusivity checks redundant.
+    /// The observer's state behind a lock word in the object itself (see `ItemCore`): the
+    /// critical sections are a few field accesses, taken on every pass that serves it. Measured
+    /// with `runloop-bench` against a pthread mutex per object: a busy loop with six observers went
+    /// from about 0.6 M to about 1 M passes a second.
+    @exclusivity(unchecked) var core: ItemCore<State>
+    /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
     @exclusivity(unchecked) var membership = Membership()
     /// Its sort key's insertion sequence in each mode (ties of `order` go by it); guarded by the
     /// owning loop's `state` lock.
@@ -51,7 +49,7 @@ public final class LoopObserver: @unchecked Sendable {
         self.activities = activities
         self.repeats = repeats
         self.order = order
-        self.guardedState = State(handler: handler)
+        self.core = ItemCore(State(handler: handler))
     }
 
     /// Whether the observer will still be called.
@@ -67,11 +65,6 @@ public final class LoopObserver: @unchecked Sendable {
     }
 
     // MARK: Loop machinery
-
-    @inline(__always)
-    func withState<R>(_ body: (inout State) -> R) -> R {
-        stateLock.withLock { body(&guardedState) }
-    }
 
     func bind(to loop: Loop) -> Bool {
         bindState(to: loop, kind: "LoopObserver") { $0.isValid }

@@ -17,25 +17,31 @@ public final class LoopScheduled: @unchecked Sendable {
     }
 
     private let status: Atomic<UInt8>
-    /// Read only by the thread that moved `status` out of `pending` (the loop to run it, or the
-    /// canceller to release it): no two threads touch it.
-    @exclusivity(unchecked) private var block: (@Sendable () -> Void)?
+    /// Touched only by the thread that moved `status` out of `pending` (the loop to run it, or the
+    /// canceller or the teardown to release it), so no two threads touch it: reached through
+    /// `block`, which checks that in debug builds.
+    @exclusivity(unchecked) private var uncheckedBlock: (@Sendable () -> Void)?
     /// The modes the block may run in; nil for the common modes.
     let modes: [Loop.Mode]?
     /// When it may run (`fireTicks`) and when it must (`fireTicks` + tolerance), in ticks.
     let fireTicks: Ticks
     let latestTicks: Ticks
-    /// Where it stands in its loop's queue of blocks not yet due; guarded by that queue's lock,
-    /// which also makes the runtime's exclusivity checks redundant.
-    @exclusivity(unchecked) var queueState = QueueState.notQueued
+    /// Guarded by its loop's queue lock, which makes the runtime's exclusivity checks redundant:
+    /// reached through `place`, which checks the lock in debug builds.
+    @exclusivity(unchecked) private var uncheckedPlace = QueuePlace()
+
+    /// Where a handle stands in its loop's queue of blocks not yet due.
+    struct QueuePlace {
+        var state = QueueState.notQueued
+        /// Where its entry is in the queue's heap (-1: not there).
+        var heapIndex = -1
+    }
 
     enum QueueState {
         case notQueued
         /// In the queue, waiting for its time.
         case queued
     }
-    /// Where its entry is in its loop's queue heap (-1: not there); guarded by the queue's lock.
-    @exclusivity(unchecked) var heapIndex = -1
     /// The loop, held weakly through its link: a weak reference of the handle's own would form a
     /// side table per schedule (callgrind, `runloop-bench --filter 14`: about 90 instructions and
     /// an allocation of each `schedule` and `cancel`).
@@ -46,8 +52,46 @@ public final class LoopScheduled: @unchecked Sendable {
         self.modes = modes
         self.fireTicks = fireTicks
         self.latestTicks = latestTicks
-        self.block = block
+        self.uncheckedBlock = block
         status = Atomic(block == nil ? Status.cancelled.rawValue : Status.pending.rawValue)
+    }
+
+    /// The block, for the thread that moved `status` out of `pending` (checked in debug builds).
+    private var block: (@Sendable () -> Void)? {
+        _read {
+            assertClaimed()
+            yield uncheckedBlock
+        }
+        _modify {
+            assertClaimed()
+            yield &uncheckedBlock
+        }
+    }
+
+    @inline(__always)
+    private func assertClaimed() {
+        assert(
+            status.load(ordering: .relaxed) != Status.pending.rawValue,
+            "RunLoopKit: LoopScheduled's block touched before a run or a cancel claimed it")
+    }
+
+    /// Its place in its loop's queue. Under that queue's lock (checked in debug builds).
+    var place: QueuePlace {
+        _read {
+            assertQueueLocked()
+            yield uncheckedPlace
+        }
+        _modify {
+            assertQueueLocked()
+            yield &uncheckedPlace
+        }
+    }
+
+    @inline(__always)
+    private func assertQueueLocked() {
+        assert(
+            link?.loop?.scheduledQueue.isLocked ?? true,
+            "RunLoopKit: LoopScheduled's queue place touched without its loop's queue lock")
     }
 
     /// Cancels the block: once `cancel()` returns, a block that had not started never runs, and
@@ -74,8 +118,10 @@ public final class LoopScheduled: @unchecked Sendable {
     /// Any thread.
     public var isCancelled: Bool { status.load(ordering: .acquiring) == Status.cancelled.rawValue }
 
-    /// Loop thread: runs the block unless it was cancelled first. Returns whether it ran.
+    /// Loop thread (checked in debug builds): runs the block unless it was cancelled first.
+    /// Returns whether it ran.
     func runIfPending() -> Bool {
+        assert(link?.isLoopThread ?? true, "RunLoopKit: LoopScheduled's block run off its loop's thread")
         guard
             status.compareExchange(
                 expected: Status.pending.rawValue, desired: Status.ran.rawValue, ordering: .acquiringAndReleasing

@@ -25,14 +25,10 @@ public final class LoopSource: @unchecked Sendable {
         var link: LoopLink?
     }
 
-    /// The source's state, guarded by `stateLock`, a lock word in the object itself: the critical
-    /// sections are a few field accesses, taken on every pass that serves it. Measured with
-    /// `runloop-bench` against a pthread mutex per object: a busy loop with six observers went from
-    /// about 0.6 M to about 1 M passes a second.
-    @exclusivity(unchecked) private var guardedState: State
-    private let stateLock = LockWord()
-    /// The modes of its loop the source is in; guarded by that loop's `state` lock, which
-    /// also makes the runtime's exclusivity checks redundant.
+    /// The source's state behind a lock word in the object itself (see `ItemCore`), for the same
+    /// reason as an observer's (`LoopObserver.core`).
+    @exclusivity(unchecked) var core: ItemCore<State>
+    /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
     @exclusivity(unchecked) var membership = Membership()
     /// Its index in each mode's sources; guarded by its loop's `state` lock.
     @exclusivity(unchecked) var positions = ModePositions()
@@ -56,7 +52,7 @@ public final class LoopSource: @unchecked Sendable {
     init(order: Int, readiness: (@Sendable () -> UInt64?)?, _ perform: sending @escaping () -> Void) {
         self.order = order
         self.readiness = readiness
-        self.guardedState = State(perform: perform)
+        self.core = ItemCore(State(perform: perform))
     }
 
     /// Marks the source as ready and wakes its loop.
@@ -91,11 +87,6 @@ public final class LoopSource: @unchecked Sendable {
 
     // MARK: Loop machinery
 
-    @inline(__always)
-    func withState<R>(_ body: (inout State) -> R) -> R {
-        stateLock.withLock { body(&guardedState) }
-    }
-
     /// The loop the source was added to, if any.
     var owner: Loop? { withState { $0.link?.loop } }
 
@@ -112,19 +103,19 @@ public final class LoopSource: @unchecked Sendable {
 
     /// Unsignals the source and returns its handler, or nil if another run got to it first.
     func takeSignal() -> (() -> Void)? {
-        // The lock taken here rather than through `withState`: a closure returned through its
-        // generic result was wrapped in a heap-allocated reabstraction thunk, an allocation per
-        // callout (callgrind, the busy loop of `runloop-bench --filter iteration` without
-        // observers: 2,846 → 2,568 instructions per pass, and no `malloc` left in it).
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        guard guardedState.isValid else { return nil }
+        // Through `lockedState`, not `withState`: the handler would come back in an allocated
+        // reabstraction thunk, once per callout.
+        LoopSource.takeSignal(from: &lockedState, readiness: readiness)
+    }
+
+    private static func takeSignal(from state: inout State, readiness: (@Sendable () -> UInt64?)?) -> (() -> Void)? {
+        guard state.isValid else { return nil }
         if let readiness {
-            guardedState.isSignalled = false
-            return readiness() != nil ? guardedState.perform : nil
+            state.isSignalled = false
+            return readiness() != nil ? state.perform : nil
         }
-        guard guardedState.isSignalled else { return nil }
-        guardedState.isSignalled = false
-        return guardedState.perform
+        guard state.isSignalled else { return nil }
+        state.isSignalled = false
+        return state.perform
     }
 }

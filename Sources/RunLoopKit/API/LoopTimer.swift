@@ -72,18 +72,15 @@ public final class LoopTimer: @unchecked Sendable {
         }
     }
 
-    /// The timer's state, guarded by `stateLock`: a lock word in the timer itself rather than a
-    /// `Locked`, because its critical sections are a few field accesses and a server schedules
-    /// timers by the hundred thousand. Measured with `runloop-bench` against a `Locked` per timer:
-    /// 296 instead of 360 bytes per timer (one allocation, not two), and 100,000 due timers fired
-    /// in 106 instead of 241 ms (with the other firing changes of the same step).
-    @exclusivity(unchecked) private var guardedState: State
-    private let stateLock = LockWord()
+    /// The timer's state behind a lock word in the timer itself rather than a `Locked` (see
+    /// `ItemCore`), because its critical sections are a few field accesses and a server schedules
+    /// timers by the hundred thousand (100,000 due timers fired in 106 instead of 241 ms, with the
+    /// other firing changes of the same step).
+    @exclusivity(unchecked) var core: ItemCore<State>
     /// `state.generation` while the timer is valid, `.max` once invalidated: written under the
     /// timer's lock, read without it by loops checking whether a heap entry is stale.
     let liveGeneration = Atomic<UInt64>(0)
-    /// The modes of its loop the timer is in; guarded by that loop's `state` lock, which
-    /// also makes the runtime's exclusivity checks redundant.
+    /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
     @exclusivity(unchecked) var membership = Membership()
 
     /// Creates a timer that fires at `fireAt`, then every `interval` if one is given.
@@ -102,7 +99,7 @@ public final class LoopTimer: @unchecked Sendable {
             fireOffset: fireAt - TickClock.origin, tolerance: tolerance.attoseconds < 0 ? .zero : tolerance,
             handler: handler, missedFirePolicy: missedFirePolicy)
         state.updateTicks()
-        self.guardedState = state
+        self.core = ItemCore(consume state)
     }
 
     /// Creates a timer that fires `delay` from now, then every `interval` if one is given.
@@ -170,11 +167,6 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     // MARK: Loop machinery
-
-    @inline(__always)
-    func withState<R>(_ body: (inout State) -> R) -> R {
-        stateLock.withLock { body(&guardedState) }
-    }
 
     var schedule: Schedule { withState { Schedule($0) } }
 

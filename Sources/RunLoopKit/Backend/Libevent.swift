@@ -13,7 +13,8 @@ import Synchronization
 // Instead one timerfd per loop is armed at the loop's next wake-up time and re-armed only when that
 // time changes, so a steady loop makes no timer system calls and wakes with nanosecond resolution.
 
-/// Used by the loop's thread only: its stored properties skip the runtime's exclusivity checks.
+/// Used by the loop's thread only (every entry point checks it in debug builds): its stored
+/// properties skip the runtime's exclusivity checks.
 final class LibeventBackend: EventBackend {
     private let base: OpaquePointer
     private var wakeEvent: OpaquePointer?
@@ -27,15 +28,30 @@ final class LibeventBackend: EventBackend {
     @exclusivity(unchecked) private var events = BackendEvents()
     /// The descriptor sources registered with the base, by source.
     @exclusivity(unchecked) private var registrations: [ObjectIdentifier: Registration] = [:]
-    /// The mode whose descriptor sources are all registered (others may be, until they fire).
-    @exclusivity(unchecked) var registeredMode: Loop.Mode?
+    /// Behind `registeredMode`.
+    @exclusivity(unchecked) private var uncheckedRegisteredMode: Loop.Mode?
     /// Descriptor sources currently added to the base (their events pending in epoll).
     @exclusivity(unchecked) private var watchedCount = 0
+
+    /// The mode whose descriptor sources are all registered (others may be, until they fire).
+    var registeredMode: Loop.Mode? {
+        get {
+            assertLoopThread()
+            return uncheckedRegisteredMode
+        }
+        set {
+            assertLoopThread()
+            uncheckedRegisteredMode = newValue
+        }
+    }
 
     /// Whether a non-blocking poll could find anything the loop does not already know about: a
     /// descriptor source or the main queue is watched. Wake-ups and timer expiries need no poll:
     /// the loop checks its inbox and its timers' fire dates in memory before it sleeps.
-    var hasPollableEvents: Bool { watchedCount > 0 || mainQueueEvent != nil }
+    var hasPollableEvents: Bool {
+        assertLoopThread()
+        return watchedCount > 0 || mainQueueEvent != nil
+    }
 
     /// A descriptor source's event in the base.
     final class Registration {
@@ -53,16 +69,16 @@ final class LibeventBackend: EventBackend {
         }
     }
 
-    /// `event_base_new_with_config` with no locking (only the loop's thread uses the base), plus the
-    /// persistent read events of the wake-up eventfd (owned by the loop) and of a new timerfd.
     /// The loop's thread, which alone may use the backend (checked in debug builds).
     private let thread = pthread_self()
 
     @inline(__always)
     private func assertLoopThread() {
-        assert(pthread_equal(thread, pthread_self()) != 0, "RunLoopKit: the event backend used off its loop's thread")
+        assert(pthread_equal(thread, pthread_self()) != 0, "RunLoopKit: LibeventBackend used off its loop's thread")
     }
 
+    /// `event_base_new_with_config` with no locking (only the loop's thread uses the base), plus the
+    /// persistent read events of the wake-up eventfd (owned by the loop) and of a new timerfd.
     init(wakeDescriptor: Int32) throws(LoopError) {
         self.wakeDescriptor = wakeDescriptor
         LibeventBackend.quietLogs
@@ -138,6 +154,7 @@ final class LibeventBackend: EventBackend {
     /// `timerfd_settime` (relative, CLOCK_BOOTTIME like ContinuousClock), only when the wanted
     /// instant differs from the armed one; nil disarms it so that no stale wake-up happens.
     private func arm(_ deadline: Ticks?) {
+        assertLoopThread()
         guard deadline != armed else { return }
         Platform.armTimerDescriptor(timerDescriptor, in: deadline.map { $0 - TickClock.now })
         armed = deadline
@@ -224,6 +241,7 @@ final class LibeventBackend: EventBackend {
     /// Drops `source`'s registration (`event_free`) without closing its descriptor: the source is
     /// in no mode, and may be added again.
     func forget(_ source: LoopDescriptorSource) {
+        assertLoopThread()
         guard let registration = registrations.removeValue(forKey: ObjectIdentifier(source)) else { return }
         forgetEvent(of: registration)
     }
@@ -249,6 +267,7 @@ final class LibeventBackend: EventBackend {
     /// Watches libdispatch's main-queue eventfd (`_dispatch_get_main_queue_handle_4CF`), as
     /// CoreFoundation does. Main loop, main thread only.
     func watchMainQueue() throws(LoopError) {
+        assertLoopThread()
         guard mainQueueEvent == nil else { return }
         let handle = Platform.mainQueueHandle
         guard handle >= 0 else { throw LoopError.backend("libdispatch gave no main-queue handle") }

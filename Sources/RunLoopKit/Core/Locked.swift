@@ -46,6 +46,17 @@ package struct Locked<Value>: @unchecked Sendable {
 
     /// A copy of the value, read under the lock.
     package var current: Value { withLock { $0 } }
+
+    /// Whether some thread holds the lock, for the debug-build check of a caller that must hold
+    /// it (`assert(lock.isLocked)`): `pthread_mutex_trylock`, which fails while any thread holds
+    /// it, the caller included, and lets it go at once when it succeeds.
+    package var isLocked: Bool {
+        storage.withUnsafeMutablePointerToElements { mutex in
+            guard pthread_mutex_trylock(mutex) == 0 else { return true }
+            pthread_mutex_unlock(mutex)
+            return false
+        }
+    }
 }
 
 /// A lock word stored in the object whose few fields it guards: no allocation of its own and the
@@ -87,6 +98,10 @@ struct LockWord: ~Copyable, @unchecked Sendable {
         word.store(false, ordering: .releasing)
     }
 
+    /// Whether some thread holds the word, for the debug-build check of a caller that must hold
+    /// it: true for the holder, and a guess for anyone else.
+    var isLocked: Bool { word.load(ordering: .relaxed) }
+
     /// Runs `body` holding the word. `body` must not take it again.
     @inline(__always)
     func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
@@ -114,4 +129,7 @@ final class WordLocked<Value>: @unchecked Sendable {
     func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         try word.withLock { try body(&value) }
     }
+
+    /// Whether some thread holds the lock word (see `LockWord.isLocked`).
+    var isLocked: Bool { word.isLocked }
 }

@@ -102,7 +102,7 @@ extension Loop {
         // Set aside before running: a nested run inside a block must see only what is still
         // pending, and must not reach the buffer being drained.
         // An empty buffer to run from: the one kept for that, or (in a nested run) a new one.
-        let runnable = onThread.runnableSpare.take() ?? BlockBuffer()
+        let runnable = onThread.runnableSpare.take() ?? BlockBuffer(owner: link)
         if onThread.pendingBlocks.allSatisfy({ LoopBlock.mayRun(withModes: $0, in: mode, modeIsCommon: modeIsCommon) })
         {
             // The usual case: everything pending may run.

@@ -13,6 +13,10 @@ final class LoopLink: @unchecked Sendable {
     /// Called once, at the end of the loop's initializer.
     func attach(_ loop: Loop) { self.loop = loop }
 
+    /// Whether the calling thread is the loop's, for debug-build checks of loop-thread-only state
+    /// (a weak load); false once the loop is gone.
+    var isLoopThread: Bool { loop?.isCurrentThread ?? false }
+
     /// The loop, for a call made after the item's lock is let go: unretained if it is the calling
     /// thread's loop (the thread keeps it alive until after its teardown), retained otherwise.
     var boundLoop: BoundLoop {

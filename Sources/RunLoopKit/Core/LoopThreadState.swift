@@ -3,10 +3,10 @@ struct LoopThreadState {
     /// Created on the loop thread at the first run: every libevent call stays on this thread.
     var backend: (any EventBackend)?
     /// Blocks moved out of the inbox that wait for a mode that is not running.
-    let pendingBlocks = BlockBuffer()
+    let pendingBlocks: BlockBuffer
     /// An empty block buffer for `runBlocks` to move a batch into and run it from; nil while a
     /// batch runs (a nested run then makes its own).
-    var runnableSpare: BlockBuffer? = BlockBuffer()
+    var runnableSpare: BlockBuffer?
     /// The attached instruments, nil when none (refreshed from `Loop.instrumentRegistry`).
     var instruments: [any LoopInstrument]?
     /// The tables' version when the descriptor change queue was last emptied.
@@ -28,6 +28,12 @@ struct LoopThreadState {
     var drainingMainQueue = false
     /// Where the loop's connections read first (see `Loop.readScratch`); made at the first read.
     var readScratch: ReadScratch?
+
+    /// The state of the loop `link` is for: its block buffers belong to that loop's thread.
+    init(link: LoopLink) {
+        pendingBlocks = BlockBuffer(owner: link)
+        runnableSpare = BlockBuffer(owner: link)
+    }
 }
 
 /// A loop thread's scratch space for socket reads, freed with the loop.

@@ -85,7 +85,7 @@ extension LoopSource: WordLockedItem {
     }
 }
 
-extension LoopDescriptorSource: ModeMember {
+extension LoopDescriptorSource: WordLockedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
         items.descriptors[ObjectIdentifier(self)] = self
     }
@@ -93,6 +93,4 @@ extension LoopDescriptorSource: ModeMember {
     func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
         items.descriptors[ObjectIdentifier(self)] = nil
     }
-
-    func loopDidTearDown() { invalidate() }
 }

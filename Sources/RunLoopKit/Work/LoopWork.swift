@@ -12,13 +12,18 @@ public final class LoopWork: @unchecked Sendable {
     private let core: LoopWorkPool.Core
     /// When it was queued: the start of its queue delay.
     let queuedAt: ContinuousClock.Instant
-    // Guarded by the pool's lock (`core.state`), which makes the runtime's exclusivity checks
-    // redundant.
-    @exclusivity(unchecked) var phase = Phase.queued
-    /// The work; its outcome carries the delivery of the result.
-    @exclusivity(unchecked) private var job: (@Sendable () -> Job.Outcome)?
-    /// Delivers the reason the work never ran.
-    @exclusivity(unchecked) private var onAbandon: (@Sendable (any Error) -> Void)?
+    /// Guarded by the pool's lock (`core.state`), which makes the runtime's exclusivity checks
+    /// redundant: reached through `guarded`, which checks the lock in debug builds.
+    @exclusivity(unchecked) private var uncheckedGuarded: Guarded
+
+    /// What the pool's lock guards.
+    private struct Guarded {
+        var phase = Phase.queued
+        /// The work; its outcome carries the delivery of the result.
+        var job: (@Sendable () -> Job.Outcome)?
+        /// Delivers the reason the work never ran.
+        var onAbandon: (@Sendable (any Error) -> Void)?
+    }
 
     init(
         core: LoopWorkPool.Core, job: @escaping @Sendable () -> Job.Outcome,
@@ -26,9 +31,28 @@ public final class LoopWork: @unchecked Sendable {
     ) {
         self.core = core
         self.queuedAt = .now
-        self.job = job
-        self.onAbandon = abandon
+        self.uncheckedGuarded = Guarded(job: job, onAbandon: abandon)
     }
+
+    /// Under the pool's lock (checked in debug builds).
+    private var guarded: Guarded {
+        _read {
+            assertPoolLocked()
+            yield uncheckedGuarded
+        }
+        _modify {
+            assertPoolLocked()
+            yield &uncheckedGuarded
+        }
+    }
+
+    @inline(__always)
+    private func assertPoolLocked() {
+        assert(core.state.isLocked, "RunLoopKit: LoopWork's state touched without its pool's lock")
+    }
+
+    /// Under the pool's lock: whether it is queued, running, finished or cancelled.
+    var phase: Phase { guarded.phase }
 
     /// Cancels the work if it has not started: it then never runs, and its completion reports
     /// `CancellationError` (delivered like any completion). Returns false if the work had already
@@ -38,7 +62,7 @@ public final class LoopWork: @unchecked Sendable {
     @discardableResult
     public func cancel() -> Bool {
         let abandon = core.state.withLock { state in
-            guard phase == .queued else { return nil as (@Sendable (any Error) -> Void)? }
+            guard guarded.phase == .queued else { return nil as (@Sendable (any Error) -> Void)? }
             state.metrics.queued -= 1
             state.metrics.cancelled += 1
             return markCancelled()
@@ -49,20 +73,18 @@ public final class LoopWork: @unchecked Sendable {
 
     /// Under the pool's lock: marks the work started and hands out its job.
     func start() -> (@Sendable () -> Job.Outcome)? {
-        guard phase == .queued else { return nil }
-        phase = .running
-        onAbandon = nil
-        defer { job = nil }
-        return job
+        guard guarded.phase == .queued else { return nil }
+        guarded.phase = .running
+        guarded.onAbandon = nil
+        return guarded.job.take()
     }
 
     /// Under the pool's lock: marks the work cancelled and hands out what delivers the reason,
     /// to be called outside the lock (the delivery may post to a loop).
     func markCancelled() -> @Sendable (any Error) -> Void {
-        phase = .cancelled
-        job = nil
-        defer { onAbandon = nil }
-        return onAbandon!
+        guarded.phase = .cancelled
+        guarded.job = nil
+        return guarded.onAbandon.take()!
     }
 }
 
