@@ -258,7 +258,7 @@ extension LoopConnection {
     func outputDidChange() {
         assertOnLoopThread()
         guard !isClosed else { return }
-        let queued = queuedBytes
+        var queued = queuedBytes
         bufferedOutput.store(queued, ordering: .releasing)
         let (low, high) = watermarks
         if !aboveHighWatermark && queued >= high && high > 0 {
@@ -272,6 +272,9 @@ extension LoopConnection {
             for writer in writers { writer.continuation.resume() }
             emit(.writable)
             guard !isClosed else { return }
+            // The handler may have queued more, then asked for the end of stream (or closed),
+            // which must wait for those bytes.
+            queued = queuedBytes
         }
         if queued == 0 && !isConnecting { apply(.outputDrained) }
         updateInterest()
