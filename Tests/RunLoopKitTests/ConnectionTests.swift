@@ -67,6 +67,51 @@ import Testing
         #expect(!connection.isOpen)
     }
 
+    /// The end of stream (or close) a `writable` handler asks for after writing more than the
+    /// socket takes goes after those bytes, even though the queue was empty as the event was
+    /// reported (a low watermark of 0 reports it only then).
+    @Test(arguments: [false, true])
+    func endAskedForInTheWritableHandlerWaitsForWhatItWrote(closes: Bool) async throws {
+        let received = SharedCount()
+        let ended = SharedCount()
+        // Small socket buffers (which turn the kernel's tuning off): a write of 4 MiB leaves most
+        // of itself queued, however fast the server reads.
+        let server = try EchoServer { connection in
+            Platform.setOption(connection.fileDescriptor, SOL_SOCKET, SO_RCVBUF, 64 * 1024)
+            connection.onRead { _, buffer in
+                received.add(buffer.count)
+                buffer.consume(buffer.count)
+            }
+            connection.onEvent { _, event in if event == .readClosed { ended.add(1) } }
+        }
+        defer { server.stop() }
+        let client = LoopThread(name: "client")
+        defer { client.stop() }
+        let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
+        Platform.setOption(connection.fileDescriptor, SOL_SOCKET, SO_SNDBUF, 64 * 1024)
+        connection.writeWatermarks = (low: 0, high: 64 * 1024)
+        let (first, last) = (4 << 20, 4 << 20)
+        let wroteLast = SharedCount()
+        let closed = Recorder<LoopError?>()
+        connection.onEvent { connection, event in
+            switch event {
+            case .writable where wroteLast.value == 0:
+                wroteLast.add(1)
+                connection.write([UInt8](repeating: 2, count: last))
+                if closes { connection.close() } else { connection.shutdownOutput() }
+            case .closed(let error):
+                closed.append(error)
+            default:
+                break
+            }
+        }
+        client.loop.perform { connection.write([UInt8](repeating: 1, count: first)) }
+        #expect(await eventually { ended.value == 1 })
+        #expect(received.value == first + last)
+        #expect(await eventually { closed.count == 1 || !closes })
+        #expect(closed.events.allSatisfy { $0 == nil }, "\(closed.events)")
+    }
+
     @Test func eventsPrintPlainly() {
         #expect("\(LoopConnection.Event.closed(nil))" == "closed")
         #expect(

@@ -176,12 +176,14 @@ func exhaustDescriptors() -> [Int32] {
     var fillers: [Int32] = []
     fillers.reserveCapacity(128)
     while true {
-        let descriptor = Platform.openPlaceholderDescriptor()
-        guard descriptor >= 0 else { break }
-        fillers.append(descriptor)
+        switch Platform.openPlaceholderDescriptor() {
+        case .success(let descriptor):
+            fillers.append(descriptor)
+        case .failure(let failure):
+            guard failure == Errno(EMFILE) else { childFailure("filling the descriptor table: \(failure)") }
+            return fillers
+        }
     }
-    guard errno == EMFILE else { childFailure("filling the descriptor table: errno \(errno)") }
-    return fillers
 }
 
 /// Connects the blocking socket `descriptor` to `address`; false with `errno` set if it failed.

@@ -4,7 +4,8 @@
 // The Linux facilities RunLoopKit needs beyond what Swift's Glibc module imports: eventfd and
 // timerfd, process-wide signal routing, thread identity and names, pidfds, accept4, file
 // actions for posix_spawn, and libdispatch's main-queue hooks. Each is wrapped once here and once
-// in Sources/RunLoopKit/Platform/Platform.swift; libevent itself is CLibevent's alone.
+// in Sources/RunLoopKit/Platform/ (with the EINTR rule of its SystemCall.swift); libevent itself is
+// CLibevent's alone.
 
 #include <sys/types.h>
 #include <sys/eventfd.h>

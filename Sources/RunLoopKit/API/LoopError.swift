@@ -27,9 +27,10 @@ public struct LoopError: Error, Sendable, Equatable, CustomStringConvertible {
         LoopError("event backend: \(message)", systemError: systemError)
     }
 
-    /// `call` (a system call, with what it was for) failed with the `errno` `code`.
-    static func systemCall(_ call: String, failedWith code: Int32) -> LoopError {
-        LoopError("\(call) failed: \(String(cString: strerror(code))) (errno \(code))", systemError: code)
+    /// `call` (a system call, with what it was for) failed with `failure`: the one place a
+    /// `LoopError` is made from an errno.
+    static func systemCall(_ call: String, failedWith failure: Errno) -> LoopError {
+        LoopError("\(call) failed: \(failure)", systemError: failure.code)
     }
 
     /// The loop has ended: its thread exited, or its `LoopThread` or `LoopGroup` was stopped.

@@ -84,7 +84,7 @@ public final class LoopThread: @unchecked Sendable {
             }, context)
         guard code == 0 else {
             Unmanaged<Control>.fromOpaque(context).release()
-            throw LoopError.systemCall("pthread_create for LoopThread \"\(name)\"", failedWith: code)
+            throw LoopError.systemCall("pthread_create for LoopThread \"\(name)\"", failedWith: Errno(code))
         }
         control.thread.withLock { $0 = thread }
         control.started.wait()

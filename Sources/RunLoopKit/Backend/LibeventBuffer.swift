@@ -93,50 +93,38 @@ final class EventBuffer {
     }
 
     /// Reads up to `maxLength` bytes from `descriptor` straight into the buffer's free space
-    /// (`readv` into at most two blocks). Returns the count read, 0 at end of file, or -errno.
-    func read(from descriptor: Int32, maxLength: Int) -> Int {
+    /// (`readv` into at most two blocks). Returns the count read, 0 at end of file.
+    func read(from descriptor: Int32, maxLength: Int) -> Result<Int, Errno> {
         withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { extents in
             let used = Int(evbuffer_reserve_space(raw, maxLength, extents.baseAddress, 2))
-            guard used > 0 else { return -Int(ENOMEM) }
+            guard used > 0 else { return .failure(Errno(ENOMEM)) }
             // The space reserved may exceed what was asked for: read no more than that.
             var allowed = maxLength
             for index in 0..<used {
                 extents[index].iov_len = min(extents[index].iov_len, allowed)
                 allowed -= extents[index].iov_len
             }
-            let count = readv(descriptor, extents.baseAddress, Int32(used))
-            let code = errno
-            var remaining = max(count, 0)
+            let read = Platform.receive(descriptor, into: extents.baseAddress!, count: used)
+            var remaining = (try? read.get()) ?? 0
             for index in 0..<used {
                 extents[index].iov_len = min(extents[index].iov_len, remaining)
                 remaining -= extents[index].iov_len
             }
             // Committing zero bytes gives the reserved space back for the next read.
             _ = evbuffer_commit_space(raw, extents.baseAddress, Int32(used))
-            return count < 0 ? -Int(code) : count
+            return read
         }
     }
 
-    /// Sends the front of the buffer on the socket with one `sendmsg` (a writev of its blocks,
-    /// with MSG_NOSIGNAL: a peer that has gone raises no SIGPIPE) and drops what was sent.
-    /// Returns the count sent or -errno.
-    func send(to descriptor: Int32) -> Int {
+    /// Sends the front of the buffer on the socket (a writev of its blocks, with MSG_NOSIGNAL: a
+    /// peer that has gone raises no SIGPIPE) and drops what was sent. Returns the count sent.
+    func send(to descriptor: Int32) -> Result<Int, Errno> {
         let sent = withUnsafeTemporaryAllocation(of: iovec.self, capacity: EventBuffer.writeVectors) { vectors in
             // evbuffer_iovec is struct iovec where <sys/uio.h> exists: peeked blocks go to sendmsg as they are.
             let filled = Int(evbuffer_peek(raw, -1, nil, vectors.baseAddress, Int32(vectors.count)))
-            // One block (a response, a message): plain `send`, which spares the kernel the copy
-            // and checks of a message header and an iovec array.
-            if filled == 1 {
-                let sent = Glibc.send(descriptor, vectors[0].iov_base, vectors[0].iov_len, Platform.noSignal)
-                return sent < 0 ? -Int(errno) : sent
-            }
-            var message = msghdr()
-            message.msg_iov = vectors.baseAddress
-            message.msg_iovlen = min(filled, vectors.count)
-            let sent = sendmsg(descriptor, &message, Platform.noSignal)
-            return sent < 0 ? -Int(errno) : sent
+            return Platform.send(descriptor, vectors: vectors.baseAddress!, count: min(filled, vectors.count))
         }
-        if sent > 0 { drain(sent) }
+        if case .success(let count) = sent, count > 0 { drain(count) }
         return sent
     }
 }

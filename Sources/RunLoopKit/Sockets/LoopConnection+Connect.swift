@@ -86,21 +86,18 @@ extension LoopConnection {
         }
         let descriptor: Int32
         do {
-            descriptor = try SocketCall.makeSocket(for: address)
+            descriptor = try Platform.streamSocket(for: address).get(failing: "socket")
         } catch {
             failLater(error)
             return
         }
-        let code = address.withSockaddr { Glibc.connect(descriptor, $0, $1) }
-        // A Unix socket whose listener's backlog is full says EAGAIN instead of waiting.
-        if code != 0 && errno != EINPROGRESS {
-            let failure = SocketCall.failure("connect(\(address))", errno)
-            Glibc.close(descriptor)
-            failLater(failure)
+        if case .failure(let failure) = Platform.startConnecting(descriptor, to: address) {
+            Platform.closeDescriptor(descriptor)
+            failLater(.systemCall("connect(\(address))", failedWith: failure))
             return
         }
-        SocketCall.disableNagle(descriptor, address)
-        let local = SocketCall.address(of: descriptor) ?? address
+        Platform.disableNagle(descriptor, for: address)
+        let local = Platform.address(of: descriptor) ?? address
         let connection = LoopConnection(
             descriptor: descriptor, local: local, remote: address, loop: loop, modes: modes, connecting: true)
         connection.connectCompletion = box.value
@@ -113,9 +110,8 @@ extension LoopConnection {
     /// The socket turned writable (or failed) while connecting: its pending error says which.
     func finishConnecting() {
         assertOnLoopThread()
-        let code = SocketCall.pendingError(fileDescriptor)
-        guard code == 0 else {
-            fail("connect(\(remoteAddress))", code)
+        if let failure = Platform.pendingError(fileDescriptor) {
+            fail("connect(\(remoteAddress))", failure)
             return
         }
         apply(.connected)

@@ -54,23 +54,25 @@ extension LoopConnection {
             let room = min(limit - input.count, budget)
             guard room > 0 else { return nil }
             let asked: Int
-            let count: Int
+            let read: Result<Int, Errno>
             if index == 0 && readsAreSmall {
                 asked = min(room, scratch.count)
-                count = SocketCall.receive(
-                    fileDescriptor, UnsafeMutableRawBufferPointer(rebasing: scratch[..<asked]))
-                if count > 0 { input.append(UnsafeRawBufferPointer(rebasing: scratch[..<count])) }
+                read = Platform.receive(
+                    fileDescriptor, into: UnsafeMutableRawBufferPointer(rebasing: scratch[..<asked]))
+                if case .success(let count) = read, count > 0 {
+                    input.append(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
+                }
             } else {
                 asked = min(room, LoopConnection.readChunk)
-                count = input.withUnique { $0.read(from: fileDescriptor, maxLength: asked) }
+                read = input.withUnique { $0.read(from: fileDescriptor, maxLength: asked) }
             }
-            if count > 0 {
+            if case .success(let count) = read, count > 0 {
                 total += count
                 budget -= count
             }
-            return (count, asked)
+            return (read, asked)
         }
-        if failure != 0 {
+        if let failure {
             fail("read from \(remoteAddress)", failure)
             return
         }
@@ -87,24 +89,26 @@ extension LoopConnection {
         boundLoop.load(ordering: .relaxed)!._withUnsafeGuaranteedRef { $0.readScratch }
     }
 
-    /// Calls `readOnce(index)` (index 0, 1, ...: one read, giving what `recv` returns and the
-    /// count asked for) until it returns nil (its own limit), the kernel has no more (a read
-    /// short of what it asked), the stream ends or a read fails. Returns the errno of a failed
-    /// read (or 0), and whether the end of stream was read.
-    private func readUntilDrained(_ readOnce: (Int) -> (count: Int, asked: Int)?) -> (failure: Int32, ended: Bool) {
+    /// Calls `readOnce(index)` (index 0, 1, ...: one read, giving what it read and the count
+    /// asked for) until it returns nil (its own limit), the kernel has no more (a read short of
+    /// what it asked, or EAGAIN), the stream ends or a read fails. Returns the errno of a failed
+    /// read (or nil), and whether the end of stream was read.
+    private func readUntilDrained(
+        _ readOnce: (Int) -> (read: Result<Int, Errno>, asked: Int)?
+    ) -> (failure: Errno?, ended: Bool) {
         var index = 0
-        while let (count, asked) = readOnce(index) {
+        while let (read, asked) = readOnce(index) {
             index += 1
-            if count > 0 {
-                if count < asked { return (0, false) }
-            } else if count == 0 {
-                return (0, true)
-            } else {
-                let code = Int32(-count)
-                return (code == EAGAIN || code == EINTR ? 0 : code, false)
+            switch read {
+            case .success(let count) where count > 0:
+                if count < asked { return (nil, false) }
+            case .success:
+                return (nil, true)
+            case .failure(let failure):
+                return (failure == .wouldBlock ? nil : failure, false)
             }
         }
-        return (0, false)
+        return (nil, false)
     }
 
     /// Not reading (paused, or stalled at the input limit), the connection was told the socket
@@ -115,12 +119,11 @@ extension LoopConnection {
     /// more can reach that handler, so the connection ends as at any end of stream: `readClosed`,
     /// then (unless `allowsHalfClosure`) it flushes its output and closes.
     private func peerMayHaveGone() {
-        let code = SocketCall.pendingError(fileDescriptor)
-        guard code == 0 else {
-            fail("read from \(remoteAddress)", code)
+        if let failure = Platform.pendingError(fileDescriptor) {
+            fail("read from \(remoteAddress)", failure)
             return
         }
-        guard !inputEnded, !isClosing, SocketCall.peerHasEnded(fileDescriptor) else { return }
+        guard !inputEnded, !isClosing, Platform.peerHasEnded(fileDescriptor) else { return }
         if isPaused || readHandler == nil {
             guard !endOfStreamReported else { return }
             endOfStreamReported = true
@@ -172,11 +175,11 @@ extension LoopConnection {
         let scratch = readScratch
         let (failure, ended) = readUntilDrained { index in
             guard index < LoopConnection.readsPerWakeUp, discarded <= LoopConnection.lingerLimit else { return nil }
-            let count = SocketCall.receive(fileDescriptor, scratch)
-            if count > 0 { discarded += count }
-            return (count, scratch.count)
+            let read = Platform.receive(fileDescriptor, into: scratch)
+            if case .success(let count) = read { discarded += count }
+            return (read, scratch.count)
         }
-        if failure != 0 {
+        if let failure {
             fail("read from \(remoteAddress)", failure)
             return
         }
@@ -203,15 +206,8 @@ extension LoopConnection {
         guard acceptsOutput, bytes.count > 0 else { return }
         var rest = bytes
         if queuedBytes == 0 && !isConnecting {
-            let sent = SocketCall.send(fileDescriptor, bytes)
-            if sent < 0 && sent != -Int(EAGAIN) {
-                fail("send to \(remoteAddress)", Int32(-sent))
-                return
-            }
-            if sent > 0 {
-                lastActivity = LoopConnection.coarseNow
-                rest = UnsafeRawBufferPointer(rebasing: bytes[sent...])
-            }
+            guard let sent = sentCount(Platform.send(fileDescriptor, bytes)) else { return }
+            rest = UnsafeRawBufferPointer(rebasing: bytes[sent...])
         }
         if rest.count > 0 { outputBuffer().append(rest) }
         outputDidChange()
@@ -223,12 +219,7 @@ extension LoopConnection {
         assertOnLoopThread()
         guard acceptsOutput, buffer.count > 0 else { return }
         if queuedBytes == 0 && !isConnecting {
-            let sent = buffer.send(to: fileDescriptor)
-            if sent < 0 && sent != -Int(EAGAIN) {
-                fail("send to \(remoteAddress)", Int32(-sent))
-                return
-            }
-            if sent > 0 { lastActivity = LoopConnection.coarseNow }
+            guard sentCount(buffer.send(to: fileDescriptor)) != nil else { return }
         }
         if buffer.count > 0 { outputBuffer().moveAll(from: buffer) }
         outputDidChange()
@@ -238,25 +229,36 @@ extension LoopConnection {
     func flush() {
         assertOnLoopThread()
         while let output, output.count > 0 {
-            let sent = output.send(to: fileDescriptor)
-            if sent > 0 {
-                lastActivity = LoopConnection.coarseNow
-                continue
-            }
-            if sent == -Int(EAGAIN) || sent == -Int(EINTR) { break }
-            fail("send to \(remoteAddress)", Int32(-sent))
-            return
+            guard let sent = sentCount(output.send(to: fileDescriptor)) else { return }
+            if sent == 0 { break }
         }
         // All sent: the buffer goes, so that a connection that once had a backlog holds none.
         if queuedBytes == 0 { output = nil }
         outputDidChange()
     }
 
+    /// What a send gave, the same for every write path: the count sent (0 when the socket takes
+    /// nothing now, EAGAIN: the rest stays queued until it turns writable), or nil once the
+    /// failure has closed the connection. An interrupted send never gets here: it was made again.
+    @inline(__always)
+    private func sentCount(_ sent: Result<Int, Errno>) -> Int? {
+        switch sent {
+        case .success(let count):
+            if count > 0 { lastActivity = LoopConnection.coarseNow }
+            return count
+        case .failure(let failure) where failure == .wouldBlock:
+            return 0
+        case .failure(let failure):
+            fail("send to \(remoteAddress)", failure)
+            return nil
+        }
+    }
+
     /// After the queue changed: watermarks, and what an empty queue allows (FIN, close).
     func outputDidChange() {
         assertOnLoopThread()
         guard !isClosed else { return }
-        let queued = queuedBytes
+        var queued = queuedBytes
         bufferedOutput.store(queued, ordering: .releasing)
         let (low, high) = watermarks
         if !aboveHighWatermark && queued >= high && high > 0 {
@@ -270,6 +272,9 @@ extension LoopConnection {
             for writer in writers { writer.continuation.resume() }
             emit(.writable)
             guard !isClosed else { return }
+            // The handler may have queued more, then asked for the end of stream (or closed),
+            // which must wait for those bytes.
+            queued = queuedBytes
         }
         if queued == 0 && !isConnecting { apply(.outputDrained) }
         updateInterest()
@@ -307,8 +312,8 @@ extension LoopConnection {
 
     // MARK: Closing
 
-    func fail(_ call: String, _ code: Int32) {
-        apply(.failed(SocketCall.failure(call, code)))
+    func fail(_ call: String, _ failure: Errno) {
+        apply(.failed(.systemCall(call, failedWith: failure)))
     }
 
     /// The source went away without the connection closing it (the loop's thread exited, or
@@ -332,19 +337,11 @@ extension LoopConnection {
     /// the time, and the coarse clock (the kernel's last tick, a few milliseconds behind at most,
     /// which an idle limit does not notice) is a plain memory read where `ContinuousClock.now`
     /// reads the time stamp counter.
-    static var coarseNow: Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-    }
+    static var coarseNow: Int64 { Platform.coarseClockNanoseconds() }
 
     /// The coarse clock's step: an idle deadline that the coarse clock does not see as passed yet
     /// is re-armed this much later at least, not in a burst of short timers.
-    static let coarseStep: Duration = {
-        var step = timespec()
-        clock_getres(CLOCK_MONOTONIC_COARSE, &step)
-        return .seconds(step.tv_sec) + .nanoseconds(step.tv_nsec)
-    }()
+    static let coarseStep: Duration = .nanoseconds(Platform.coarseClockResolution())
 
     /// How long ago bytes last moved, on the coarse clock.
     var idleFor: Duration { .nanoseconds(LoopConnection.coarseNow - lastActivity) }

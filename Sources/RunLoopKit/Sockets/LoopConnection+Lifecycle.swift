@@ -139,7 +139,7 @@ extension LoopConnection {
             enterClosed(error)
         case (_, .aborted):
             closedLocally = true
-            SocketCall.resetOnClose(fileDescriptor)
+            Platform.resetOnClose(fileDescriptor)
             enterClosed(nil)
         case (_, .sourceInvalidated):
             // Closing, with everything sent and the end of stream too: an orderly close all the same.
@@ -185,7 +185,7 @@ extension LoopConnection {
             failPendingReads(closedLocallyError)
             closeIfDrained()
         case (.open(let input, .shutAfterFlush), .outputDrained):
-            shutdown(fileDescriptor, Int32(SHUT_WR))
+            Platform.shutdownOutput(fileDescriptor)
             if input == .ended { enterClosed(nil) } else { become(.open(input: input, output: .shut)) }
         case (.open, .deadlinePassed):
             guard let idle = withShared({ $0.idleTimeout }) else { break }
@@ -211,7 +211,7 @@ extension LoopConnection {
                 enterClosed(nil)
                 break
             }
-            shutdown(fileDescriptor, Int32(SHUT_WR))
+            Platform.shutdownOutput(fileDescriptor)
             become(.lingering)
             armDeadline(at: .now + LoopConnection.lingerTime)
         case (.lingering, .deadlinePassed):

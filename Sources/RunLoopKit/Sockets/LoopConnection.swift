@@ -180,8 +180,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// A child process's standard stream: the parent's end of a connected socket pair, which
     /// joins a loop when its process does (``join(_:inModes:)``).
     convenience init(childStream descriptor: Int32) {
-        let local = SocketCall.address(of: descriptor) ?? SocketAddress.unnamedUnix
-        let remote = SocketCall.address(of: descriptor, peer: true) ?? local
+        let local = Platform.address(of: descriptor) ?? SocketAddress.unnamedUnix
+        let remote = Platform.address(of: descriptor, peer: true) ?? local
         self.init(descriptor: descriptor, local: local, remote: remote, loop: nil, connecting: false)
     }
 

@@ -60,11 +60,11 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         _ accept: sending @escaping (LoopConnection) -> Void
     ) throws(LoopError) {
         precondition(backlog >= 0, "RunLoopKit: LoopListener needs a backlog of 0 or more, not \(backlog)")
-        let descriptor = try SocketCall.listen(on: address, backlog: backlog, reusePort: reusePort)
-        localAddress = SocketCall.address(of: descriptor) ?? address
+        let descriptor = try Platform.listeningSocket(on: address, backlog: backlog, reusePort: reusePort)
+        localAddress = Platform.address(of: descriptor) ?? address
         unixPath = address.unixPath
         self.accept = accept
-        reserve.store(Platform.openPlaceholderDescriptor(), ordering: .relaxed)
+        reserve.store((try? Platform.openPlaceholderDescriptor().get()) ?? -1, ordering: .relaxed)
         sourceSlot = LoopDescriptorSource(client: descriptor, events: .readable)
     }
 
@@ -147,8 +147,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     /// A listener invalidated meanwhile, from another thread, lets it go at once.
     private func retakeReserve() -> Bool {
         guard reserve.load(ordering: .acquiring) < 0 else { return true }
-        let again = Platform.openPlaceholderDescriptor()
-        guard again >= 0 else { return false }
+        guard case .success(let again) = Platform.openPlaceholderDescriptor() else { return false }
         if !reserve.compareExchange(expected: -1, desired: again, ordering: .acquiringAndReleasing).exchanged {
             Platform.closeDescriptor(again)
         } else if !descriptorSource.isValid {
@@ -162,21 +161,24 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     private func acceptBatch(_ listener: Int32) {
         guard let loop = residency.withLock({ $0.loop }) else { return }
         for _ in 0..<LoopListener.acceptBatch {
-            let (descriptor, peer) = SocketCall.accept(listener)
-            guard descriptor >= 0 else {
-                switch errno {
-                case EINTR, ECONNABORTED, EPROTO: continue
-                case EMFILE, ENFILE, ENOBUFS, ENOMEM: outOfDescriptors(listener, errno, loop)
+            let descriptor: Int32
+            let remote: SocketAddress
+            switch Platform.accept(listener) {
+            case .success(let accepted):
+                (descriptor, remote) = accepted
+            case .failure(let failure):
+                switch failure.code {
+                case ECONNABORTED, EPROTO: continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM: outOfDescriptors(listener, failure, loop)
                 default: break  // EAGAIN: accepted everything waiting
                 }
                 return
             }
-            let remote = peer ?? localAddress
-            SocketCall.disableNagle(descriptor, remote)
+            Platform.disableNagle(descriptor, for: remote)
             // The connection shares the listener's list of modes (no copy of its own).
             let modes = residency.withLock { $0.modes }
             let connection = LoopConnection(
-                accepted: descriptor, local: SocketCall.address(of: descriptor) ?? localAddress, remote: remote,
+                accepted: descriptor, local: Platform.address(of: descriptor) ?? localAddress, remote: remote,
                 loop: loop, modes: modes)
             for mode in modes { loop.add(connection, forMode: mode) }
             accept(connection)
@@ -184,32 +186,34 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         }
     }
 
-    /// Out of descriptors (`accept` failed with `code`): shed one waiting connection with the
+    /// Out of descriptors (`accept` failed with `failure`): shed one waiting connection with the
     /// reserve, or pause accepting.
-    private func outOfDescriptors(_ listener: Int32, _ code: Int32, _ loop: Loop) {
+    private func outOfDescriptors(_ listener: Int32, _ failure: Errno, _ loop: Loop) {
         let spare = reserve.exchange(-1, ordering: .acquiringAndReleasing)
         if spare >= 0 {
             Platform.closeDescriptor(spare)
-            let (descriptor, peer) = SocketCall.accept(listener)
-            if descriptor >= 0 {
+            let accepted = try? Platform.accept(listener).get()
+            if let accepted {
                 // Counted before the close: a client that sees its connection end finds it counted.
                 shed.add(1, ordering: .relaxed)
                 loop.recordShedConnection()
-                Platform.closeDescriptor(descriptor)
+                Platform.closeDescriptor(accepted.descriptor)
             }
             let heldAgain = retakeReserve()
-            if descriptor >= 0 { reportShed(code, peer) }
+            if let accepted { reportShed(failure, accepted.peer) }
             if heldAgain { return }
         }
         pauseAccepting()
     }
 
-    private func reportShed(_ code: Int32, _ peer: SocketAddress?) {
+    private func reportShed(_ failure: Errno, _ peer: SocketAddress) {
         guard let handler = shedHandler.withLock({ $0 }) else { return }
-        let client = peer.map { "the connection from \($0)" } ?? "a connection"
-        let error = LoopError.systemCall("accept", failedWith: code)
+        let error = LoopError.systemCall("accept", failedWith: failure)
         handler(
-            self, LoopError("\(client) was shed (accepted and closed at once): \(error.message)", systemError: code))
+            self,
+            LoopError(
+                "the connection from \(peer) was shed (accepted and closed at once): \(error.message)",
+                systemError: failure.code))
     }
 
     private func pauseAccepting() {

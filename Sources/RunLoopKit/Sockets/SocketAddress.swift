@@ -152,34 +152,12 @@ extension SocketAddress {
     public static func resolve(host: String, port: Int) async throws -> [SocketAddress] {
         try checkPort(port)
         return try await BlockingWork.run { () throws(LoopError) -> [SocketAddress] in
-            try lookUp(host: host, port: port)
+            try Platform.resolve(host: host, port: port)
         }
     }
 
-    private static func lookUp(host: String, port: Int) throws(LoopError) -> [SocketAddress] {
-        var hints = addrinfo()
-        hints.ai_socktype = Platform.streamKind
-        var list: UnsafeMutablePointer<addrinfo>?
-        let code = getaddrinfo(host, String(port), &hints, &list)
-        guard code == 0 else {
-            let system = code == EAI_SYSTEM ? errno : nil
-            throw LoopError(
-                "cannot resolve \"\(host)\": \(String(cString: gai_strerror(code)))", systemError: system)
-        }
-        defer { freeaddrinfo(list) }
-        var addresses: [SocketAddress] = []
-        var entry = list
-        while let info = entry?.pointee {
-            if let address = info.ai_addr, info.ai_family == AF_INET || info.ai_family == AF_INET6 {
-                let found = SocketAddress(raw: UnsafeRawBufferPointer(start: address, count: Int(info.ai_addrlen)))
-                if !addresses.contains(found) { addresses.append(found) }
-            }
-            entry = info.ai_next
-        }
-        return addresses
-    }
-
-    private init(raw: UnsafeRawBufferPointer) {
+    /// The address of `raw`'s bytes (a `sockaddr` of its family).
+    init(raw: UnsafeRawBufferPointer) {
         bytes = Array(raw)
     }
 }

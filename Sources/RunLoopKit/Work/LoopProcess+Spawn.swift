@@ -1,35 +1,6 @@
 import Glibc
 
-// Starting a child and the system calls around its pidfd (the calls Swift's Glibc module does
-// not import are wrapped in `Platform`).
-
-/// What a process does with its pidfd.
-enum ProcessCalls {
-    /// `pidfd_send_signal(pidfd, signal, NULL, 0)`; errno on failure.
-    static func sendSignal(_ pidfd: Int32, _ signal: Int32) -> Int32? {
-        Platform.pidfdSendSignal(pidfd, signal)
-    }
-
-    /// `waitid(P_PIDFD, pidfd, WEXITED | WNOHANG)`: the child's status if it has exited (and is
-    /// now reaped), nil if it still runs, or the errno if it cannot be waited for (`ECHILD`: some
-    /// other code reaped it).
-    static func reap(_ pidfd: Int32) -> Result<LoopProcess.Status, LoopError>? {
-        var info = siginfo_t()
-        while waitid(P_PIDFD, id_t(pidfd), &info, WEXITED | WNOHANG) != 0 {
-            let code = errno
-            guard code == EINTR else {
-                return .failure(LoopError("waitid(P_PIDFD) failed: \(describe(code))", systemError: code))
-            }
-        }
-        guard info._sifields._sigchld.si_pid != 0 else { return nil }
-        let value = info._sifields._sigchld.si_status
-        return .success(info.si_code == CLD_EXITED ? .exited(value) : .signalled(value))
-    }
-
-    static func describe(_ code: Int32) -> String {
-        "\(String(cString: strerror(code))) (errno \(code))"
-    }
-}
+// Starting a child: its standard streams and its pidfd (the system calls are `Platform`'s).
 
 extension LoopProcess {
     /// Starts the child with `posix_spawn` and opens its pidfd; `streams` holds, for each
@@ -48,64 +19,31 @@ extension LoopProcess {
         defer {
             // The child has its ends (or there is no child): this process keeps only its own.
             for case (let parent, let child)? in pairs {
-                close(child)
-                if !started { close(parent) }
+                Platform.closeDescriptor(child)
+                if !started { Platform.closeDescriptor(parent) }
             }
         }
 
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
+        let actions = Platform.SpawnActions()
         if let workingDirectory {
-            try check(Platform.spawnAddChdir(&actions, workingDirectory), "posix_spawn_file_actions_addchdir_np")
+            try actions.changeDirectory(to: workingDirectory).get(failing: "posix_spawn_file_actions_addchdir_np")
         }
         for (target, choice) in stdio.enumerated() {
-            try addStdio(choice, as: Int32(target), childEnd: pairs[target]?.child, to: &actions)
+            try addStdio(choice, as: Int32(target), childEnd: pairs[target]?.child, to: actions)
         }
-        try check(Platform.spawnAddCloseFrom(&actions, 3), "posix_spawn_file_actions_addclosefrom_np")
+        try actions.closeAll(from: 3).get(failing: "posix_spawn_file_actions_addclosefrom_np")
 
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        var allSignals = sigset_t()
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        try check(
-            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)),
-            "posix_spawnattr_setflags")
-
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for argument in argv { free(argument) } }
-        let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
-        defer { for entry in envp ?? [] { free(entry) } }
-
-        var pid = pid_t()
-        // glibc reports a failed chdir, open or exec in the child as posix_spawn's result.
-        let code = argv.withUnsafeBufferPointer { argv in
-            if let envp {
-                return envp.withUnsafeBufferPointer { envp in
-                    posix_spawn(&pid, executable, &actions, &attributes, argv.baseAddress!, envp.baseAddress!)
-                }
-            }
-            return posix_spawn(&pid, executable, &actions, &attributes, argv.baseAddress!, environ)
-        }
-        guard code == 0 else {
-            let place = workingDirectory.map { " in \($0)" } ?? ""
-            throw LoopError("cannot start \(executable)\(place): \(ProcessCalls.describe(code))", systemError: code)
-        }
-        let pidfd = Platform.pidfdOpen(pid)  // close-on-exec, as every pidfd is
-        guard pidfd >= 0 else {
-            let failure = errno
+        let place = workingDirectory.map { " in \($0)" } ?? ""
+        let pid = try Platform.spawn(executable, arguments: arguments, environment: environment, actions: actions)
+            .get(failing: "cannot start \(executable)\(place): posix_spawn")
+        let pidfd: Int32  // close-on-exec, as every pidfd is
+        switch Platform.pidfdOpen(pid) {
+        case .success(let opened):
+            pidfd = opened
+        case .failure(let failure):
             // Not watchable, so not started: the child is ours, stop and reap it now.
-            kill(pid, SIGKILL)
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            throw LoopError(
-                "cannot watch process \(pid): pidfd_open failed: \(ProcessCalls.describe(failure))",
-                systemError: failure)
+            Platform.killAndReap(pid)
+            throw LoopError.systemCall("cannot watch process \(pid): pidfd_open", failedWith: failure)
         }
         started = true
         return (pid, pidfd, pairs.map { $0?.parent })
@@ -121,16 +59,20 @@ extension LoopProcess {
                 pairs.append(nil)
                 continue
             }
-            guard let (parent, child) = Platform.streamSocketPair() else {
-                let code = errno
+            let parent: Int32
+            let child: Int32
+            switch Platform.streamSocketPair() {
+            case .success(let made):
+                (parent, child) = made
+            case .failure(let failure):
                 for case (let parent, let child)? in pairs {
-                    close(parent)
-                    close(child)
+                    Platform.closeDescriptor(parent)
+                    Platform.closeDescriptor(child)
                 }
-                throw LoopError("socketpair failed: \(ProcessCalls.describe(code))", systemError: code)
+                throw LoopError.systemCall("socketpair", failedWith: failure)
             }
             let ends = (parent: aboveStandard(parent), child: aboveStandard(child))
-            _ = fcntl(ends.parent, F_SETFL, fcntl(ends.parent, F_GETFL) | O_NONBLOCK)
+            Platform.setNonBlocking(ends.parent)
             pairs.append(ends)
         }
         return pairs
@@ -139,10 +81,10 @@ extension LoopProcess {
     /// `descriptor`, or a close-on-exec copy of it from 3 up if it is 0, 1 or 2 (this process had
     /// closed its own), the original closed.
     private static func aboveStandard(_ descriptor: Int32) -> Int32 {
-        guard descriptor < 3 else { return descriptor }
-        let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 3)
-        guard copy >= 0 else { return descriptor }
-        close(descriptor)
+        guard descriptor < 3, case .success(let copy) = Platform.duplicate(descriptor, atLeast: 3) else {
+            return descriptor
+        }
+        Platform.closeDescriptor(descriptor)
         return copy
     }
 
@@ -151,34 +93,24 @@ extension LoopProcess {
     /// A stream's `childEnd` is duplicated onto `target` (a duplicate is not close-on-exec, and
     /// the closing of descriptors from 3 up then removes the original in the child).
     private static func addStdio(
-        _ choice: Stdio, as target: Int32, childEnd: Int32?, to actions: inout posix_spawn_file_actions_t
+        _ choice: Stdio, as target: Int32, childEnd: Int32?, to actions: borrowing Platform.SpawnActions
     ) throws(LoopError) {
         switch choice {
         case .inherit:
             return
         case .null:
             let flags = target == STDIN_FILENO ? O_RDONLY : O_WRONLY
-            try check(posix_spawn_file_actions_addopen(&actions, target, "/dev/null", flags, 0), "addopen(/dev/null)")
+            try actions.open("/dev/null", flags: flags, as: target).get(failing: "addopen(/dev/null)")
         case .connection:
-            try check(posix_spawn_file_actions_adddup2(&actions, childEnd!, target), "adddup2")
+            try actions.duplicate(childEnd!, as: target).get(failing: "adddup2")
         }
     }
 
     /// A missing or non-directory working directory, named as such rather than as a failed spawn.
     private static func checkDirectory(_ path: String) throws(LoopError) {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            let code = errno
-            throw LoopError("working directory \(path): \(ProcessCalls.describe(code))", systemError: code)
-        }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
+        guard try Platform.isDirectory(path).get(failing: "working directory \(path): stat") else {
             throw LoopError("working directory \(path) is not a directory", systemError: ENOTDIR)
         }
-    }
-
-    private static func check(_ code: Int32, _ call: String) throws(LoopError) {
-        guard code != 0 else { return }
-        throw LoopError("\(call) failed: \(ProcessCalls.describe(code))", systemError: code)
     }
 }
 
@@ -190,7 +122,7 @@ enum ProcessReaper {
     /// Takes over `pidfd` (owned from now on). Any thread.
     static func adopt(_ pidfd: Int32) {
         let source = LoopDescriptorSource(unchecked: pidfd, events: .readable, closesDescriptor: true) { source, _ in
-            if ProcessCalls.reap(source.fileDescriptor) != nil { source.invalidate() }
+            if Platform.reap(source.fileDescriptor) != nil { source.invalidate() }
         }
         thread.loop.add(source, forMode: .default)
     }

@@ -131,10 +131,10 @@ public final class LoopProcess: @unchecked Sendable {
         // source is left alone.
         let pidfd = state.withLock { $0.pidfd }
         guard pidfd >= 0 else { return }
-        if ProcessCalls.reap(pidfd) == nil {
+        if Platform.reap(pidfd) == nil {
             ProcessReaper.adopt(pidfd)  // still running: reaped when it exits
         } else {
-            close(pidfd)
+            Platform.closeDescriptor(pidfd)
         }
     }
 
@@ -199,11 +199,13 @@ public final class LoopProcess: @unchecked Sendable {
     /// Any thread. Does nothing once the child has been reaped. A number that is not a signal is a
     /// programmer error.
     public func signal(_ signal: Int32) {
-        let code = state.withLock { state -> Int32? in
-            guard state.pidfd >= 0, state.status == nil else { return nil }
-            return ProcessCalls.sendSignal(state.pidfd, signal)
+        let sent = state.withLock { state -> Result<Void, Errno> in
+            guard state.pidfd >= 0, state.status == nil else { return .success(()) }
+            return Platform.pidfdSendSignal(state.pidfd, signal)
         }
-        precondition(code != EINVAL, "RunLoopKit: LoopProcess.signal(_:) got \(signal), which is not a signal number")
+        if case .failure(let failure) = sent, failure == Errno(EINVAL) {
+            preconditionFailure("RunLoopKit: LoopProcess.signal(_:) got \(signal), which is not a signal number")
+        }
     }
 
     // MARK: Loop machinery
@@ -221,8 +223,12 @@ public final class LoopProcess: @unchecked Sendable {
             if let bound = watching.loop, LoopProcess.hasEnded(bound) { watching.loop = nil }
             let pidfd = state.withLock { $0.status == nil && $0.failure == nil ? $0.pidfd : -1 }
             guard pidfd >= 0 else { return nil }
-            let copy = fcntl(pidfd, F_DUPFD_CLOEXEC, 3)
-            precondition(copy >= 0, "RunLoopKit: cannot duplicate the pidfd of process \(pid) (errno \(errno))")
+            let copy: Int32
+            switch Platform.duplicate(pidfd, atLeast: 3) {
+            case .success(let made): copy = made
+            case .failure(let failure):
+                preconditionFailure("RunLoopKit: cannot duplicate the pidfd of process \(pid): \(failure)")
+            }
             bindOwner(&watching.loop, to: loop, kind: "LoopProcess")
             state.withLock { $0.loop = loop }
             let watch = Watch(self, loop: loop)
@@ -260,9 +266,9 @@ public final class LoopProcess: @unchecked Sendable {
             (Result<Status, LoopError>, ((LoopProcess, Status) -> Void)?, [CheckedContinuation<Status, any Error>])? =
                 state.withLock { state in
                     guard state.status == nil, state.failure == nil, state.pidfd >= 0,
-                        let reaped = ProcessCalls.reap(state.pidfd)
+                        let reaped = Platform.reap(state.pidfd)
                     else { return nil }
-                    close(state.pidfd)
+                    Platform.closeDescriptor(state.pidfd)
                     state.pidfd = -1
                     switch reaped {
                     case .success(let status):
