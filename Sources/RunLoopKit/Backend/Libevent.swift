@@ -2,7 +2,8 @@ internal import CLibevent
 import Glibc
 import Synchronization
 
-// The only file that talks to libevent. All of it runs on the loop's own thread.
+// The loop's event base: with LibeventBuffer.swift (the connections' evbuffers), the only code that
+// talks to libevent. All of it runs on the loop's own thread.
 //
 // Callbacks only record what fired and return: user callouts run in Swift after
 // `event_base_loop` has returned, so a callout may run the loop again (nested runs) without
