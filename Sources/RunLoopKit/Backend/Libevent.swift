@@ -294,7 +294,8 @@ final class LibeventBackend: EventBackend {
         }
         if Int32(what) & Int32(EV_WRITE) != 0 { fired.insert(.writable) }
         // The registration is borrowed, not retained: the base calls back only for registered
-        // events, which the backend holds (four retains and three releases an event, before).
+        // events, which the backend holds (retained, it cost four retains and three releases an
+        // event).
         Unmanaged<Registration>.fromOpaque(context!)._withUnsafeGuaranteedRef { registration in
             registration.backend.record(registration.source, fired)
         }
