@@ -8,10 +8,8 @@ import Testing
 // scripts/check-doc-snippets.py, run by `make docs`, fails when an article's code is missing here,
 // so a snippet that stops compiling or behaving as its article says fails a test.
 
-/// What the snippets print, in order: they call this file's `print`.
-private let printed = Recorder<String>()
-
-private func print(_ text: String) { printed.append(text) }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 /// A stand-in for a blocking call of the work-off-the-loop article.
 private func loadTemplate(named name: String) throws -> String { "<\(name)>" }
@@ -207,7 +205,7 @@ private func performFromAnyThread() {
 
 private func customSource() -> Loop.RunResult {
     let loop = Loop.current
-    let inbox = Inbox()  // your own thread-safe queue
+    let inbox = MessageQueue()  // your own thread-safe queue
     let source = LoopSource { print("drained \(inbox.drain())") }
     loop.add(source, forMode: .default)
 

@@ -8,10 +8,8 @@ import Testing
 // (indentation aside); scripts/check-doc-snippets.py, run by `make docs`, fails when one is
 // missing here.
 
-/// What the snippets print, in order: they call this file's `print`.
-private let printed = Recorder<String>()
-
-private func print(_ text: String) { printed.append(text) }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 /// A stand-in for the handling of an inbox's messages.
 private func handle(_ messages: [String]) { print("handling \(messages)") }
@@ -36,7 +34,7 @@ private func startListening(on loop: Loop) { listening.append(Loop.current === l
 
 private func customSource() -> Loop.RunResult {
     let message = "hello"
-    let inbox = Inbox()  // your own thread-safe queue
+    let inbox = MessageQueue()  // your own thread-safe queue
     let source = LoopSource { handle(inbox.drain()) }  // runs on the loop thread
     Loop.current.add(source, forMode: .default)
 
