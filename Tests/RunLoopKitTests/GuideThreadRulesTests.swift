@@ -71,4 +71,3 @@ private let printed = printLog()
         #expect(printed.events == ["true"])
     }
 }
-

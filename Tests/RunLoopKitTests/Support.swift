@@ -166,7 +166,6 @@ final class SocketPair: Sendable {
     }
 }
 
-
 /// Waits (up to `limit`) until `condition` holds; returns whether it did. For outcomes another
 /// thread reaches in its own time, such as a server closing its side.
 func eventually(within limit: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
