@@ -148,7 +148,7 @@ private func cleanupOnExit() {
     }
     worker.loop.add(cleanup, forMode: .common)
     // ...
-    worker.stop()  // the worker's run exits: cleanup runs, then the thread ends
+    worker.shutdown()  // the worker's run exits: cleanup runs, then the thread ends
 }
 
 // MARK: Modes
@@ -211,7 +211,7 @@ private func stopFromAnotherThread() {
     let heartbeat = LoopTimer(after: .milliseconds(200), repeating: .milliseconds(200)) { _ in print("alive") }
     loop.add(heartbeat, forMode: .default)
     loop.run()  // returns after about a second
-    stopper.stop()
+    stopper.shutdown()
     heartbeat.invalidate()
 }
 

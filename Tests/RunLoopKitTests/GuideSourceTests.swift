@@ -84,7 +84,7 @@ private func backgroundThread() {
 
     // ...
     _ = waitUntil { printed.events.contains("polling") }
-    background.stop()  // stops the loop and joins the thread
+    background.shutdown()  // ends the loop for good and joins the thread
 }
 
 /// A worker started while the process has no descriptor left, then once it has them back.
@@ -115,7 +115,7 @@ private func waitingForABackgroundJob() {
         done.signal()
     }
     loop.run(mode: .default, for: .seconds(10), returnAfterSourceHandled: true)  // .handledSource
-    worker.stop()
+    worker.shutdown()
     done.invalidate()
 }
 
