@@ -371,6 +371,49 @@ actor IOActor {
     }
 }
 
+private func perConnectionState() throws -> (LoopThread, LoopListener) {
+    let uploads = LoopThread(name: "uploads")
+    let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
+        var received = 0  // this connection's own: moved into its read handler
+        connection.onRead { connection, buffer in
+            received += buffer.count
+            buffer.consume(buffer.count)
+            if received > 1 << 20 { connection.abort() }  // a quota per connection
+        }
+    }
+    uploads.loop.add(listener, forMode: .common)
+    return (uploads, listener)
+}
+
+private func sharedState(_ uploads: LoopThread) async throws -> (LoopListener, LoopBound<Int>, Int) {
+    let open = LoopBound(0, on: uploads.loop)  // connections open now
+    let counted = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
+        open.value += 1
+        connection.onEvent { _, event in
+            if case .closed = event { open.value -= 1 }
+        }
+    }
+    uploads.loop.add(counted, forMode: .common)
+    // From any other thread, or task:
+    let count = try await uploads.loop.submit { open.value }
+    return (counted, open, count)
+}
+
+private func isolatedHandler() -> [String] {
+    let loop = Loop.current
+    var lines: [String] = []
+    let port = LoopPort<String>(loop.isolated { line in lines.append(line) })
+    loop.add(port, forMode: .default)
+    port.send("first")  // from any thread
+    port.send("second")
+    while lines.count < 2 {
+        loop.run(mode: .default, for: .seconds(1), returnAfterSourceHandled: true)
+    }
+    // lines is ["first", "second"]
+    port.invalidate()
+    return lines
+}
+
 private func actorOnALoop() async -> Bool {
     let io = LoopThread(name: "io")
     let connection = Connection(loop: io.loop)
@@ -583,6 +626,57 @@ private func ownInstrument() {
         #expect(printed.events.first?.hasSuffix(": exited(3)") == true)
 
         #expect(onFreshThread { supervisor() } == 3)
+    }
+
+    /// The handler rules' three idioms: state moved into a handler, a `LoopBound` shared by
+    /// handlers and read through `submit`, a handler isolated to the calling thread's loop.
+    @Test func handlerRules() async throws {
+        let (uploads, listener) = try perConnectionState()
+        defer { uploads.shutdown() }
+        // Python's client: a small upload ends in an orderly close, one over the quota in a reset.
+        let (output, _) = try runPython(
+            """
+            import socket, sys
+            port = int(sys.argv[1])
+            small = socket.create_connection(("127.0.0.1", port))
+            small.sendall(b"x" * 1000)
+            small.shutdown(socket.SHUT_WR)
+            small.settimeout(20)
+            print("small:", "closed" if small.recv(1) == b"" else "data")
+            large = socket.create_connection(("127.0.0.1", port))
+            large.settimeout(20)
+            try:
+                large.sendall(b"x" * (4 << 20))
+                large.shutdown(socket.SHUT_WR)
+                print("large:", "closed" if large.recv(1) == b"" else "data")
+            except (ConnectionResetError, BrokenPipeError):
+                print("large: reset")
+            """, [String(listener.localAddress.port!)])
+        #expect(output == "small: closed\nlarge: reset\n")
+
+        let (counted, open, count) = try await sharedState(uploads)
+        #expect(count == 0)
+        let client = LoopThread(name: "counted-clients")
+        defer { client.shutdown() }
+        var connections: [LoopConnection] = []
+        for _ in 0..<3 {
+            connections.append(try await LoopConnection.connect(to: counted.localAddress, on: client.loop))
+        }
+        /// Whether the count read on the loop becomes `expected` within 10 s.
+        func openCount(becomes expected: Int) async -> Bool {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while (try? await uploads.loop.submit { open.value }) != expected {
+                guard ContinuousClock.now < deadline else { return false }
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+            return true
+        }
+        #expect(await openCount(becomes: 3))
+        connections[0].close()
+        #expect(await openCount(becomes: 2))
+        for connection in connections.dropFirst() { connection.close() }
+
+        #expect(await awaitFreshThread { isolatedHandler() } == ["first", "second"])
     }
 
     @Test func concurrency() async throws {
