@@ -373,21 +373,25 @@ actor IOActor {
 
 private func perConnectionState() throws -> (LoopThread, LoopListener) {
     let uploads = LoopThread(name: "uploads")
-    let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
-        var received = 0  // this connection's own: moved into its read handler
+    let address = try SocketAddress(ipv4: "127.0.0.1", port: 0)
+    let listener = try LoopListener(address: address) { connection in
+        var received = 0  // this connection's own: moved into its handler
         connection.onRead { connection, buffer in
             received += buffer.count
             buffer.consume(buffer.count)
-            if received > 1 << 20 { connection.abort() }  // a quota per connection
+            // A quota per connection:
+            if received > 1 << 20 { connection.abort() }
         }
     }
     uploads.loop.add(listener, forMode: .common)
     return (uploads, listener)
 }
 
-private func sharedState(_ uploads: LoopThread) async throws -> (LoopListener, LoopBound<Int>, Int) {
+private func sharedState(
+    _ uploads: LoopThread, address: SocketAddress
+) async throws -> (LoopListener, LoopBound<Int>, Int) {
     let open = LoopBound(0, on: uploads.loop)  // connections open now
-    let counted = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
+    let counted = try LoopListener(address: address) { connection in
         open.value += 1
         connection.onEvent { _, event in
             if case .closed = event { open.value -= 1 }
@@ -407,7 +411,8 @@ private func isolatedHandler() -> [String] {
     port.send("first")  // from any thread
     port.send("second")
     while lines.count < 2 {
-        loop.run(mode: .default, for: .seconds(1), returnAfterSourceHandled: true)
+        loop.run(
+            mode: .default, for: .seconds(1), returnAfterSourceHandled: true)
     }
     // lines is ["first", "second"]
     port.invalidate()
@@ -654,7 +659,8 @@ private func ownInstrument() {
             """, [String(listener.localAddress.port!)])
         #expect(output == "small: closed\nlarge: reset\n")
 
-        let (counted, open, count) = try await sharedState(uploads)
+        let (counted, open, count) = try await sharedState(
+            uploads, address: SocketAddress(ipv4: "127.0.0.1", port: 0))
         #expect(count == 0)
         let client = LoopThread(name: "counted-clients")
         defer { client.shutdown() }
