@@ -390,17 +390,17 @@ private func perConnectionState() throws -> (LoopThread, LoopListener) {
 private func sharedState(
     _ uploads: LoopThread, address: SocketAddress
 ) async throws -> (LoopListener, LoopBound<Int>, Int) {
-    let open = LoopBound(0, on: uploads.loop)  // connections open now
+    let connected = LoopBound(0, on: uploads.loop)  // open connections
     let counted = try LoopListener(address: address) { connection in
-        open.value += 1
+        connected.value += 1
         connection.onEvent { _, event in
-            if case .closed = event { open.value -= 1 }
+            if case .closed = event { connected.value -= 1 }
         }
     }
     uploads.loop.add(counted, forMode: .common)
     // From any other thread, or task:
-    let count = try await uploads.loop.submit { open.value }
-    return (counted, open, count)
+    let count = try await uploads.loop.submit { connected.value }
+    return (counted, connected, count)
 }
 
 private func isolatedHandler() -> [String] {
@@ -659,7 +659,7 @@ private func ownInstrument() {
             """, [String(listener.localAddress.port!)])
         #expect(output == "small: closed\nlarge: reset\n")
 
-        let (counted, open, count) = try await sharedState(
+        let (counted, connected, count) = try await sharedState(
             uploads, address: SocketAddress(ipv4: "127.0.0.1", port: 0))
         #expect(count == 0)
         let client = LoopThread(name: "counted-clients")
@@ -671,7 +671,7 @@ private func ownInstrument() {
         /// Whether the count read on the loop becomes `expected` within 10 s.
         func openCount(becomes expected: Int) async -> Bool {
             let deadline = ContinuousClock.now + .seconds(10)
-            while (try? await uploads.loop.submit { open.value }) != expected {
+            while (try? await uploads.loop.submit { connected.value }) != expected {
                 guard ContinuousClock.now < deadline else { return false }
                 try? await Task.sleep(for: .milliseconds(2))
             }
