@@ -2,12 +2,12 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// A named thread running its own loop in `.default` until `stop()`: the background run-loop thread
-/// of iOS code (a thread that adds a `Port()` and runs forever), done right.
+/// A named thread running its own loop in `.default` until ``shutdown()``: the background
+/// run-loop thread of iOS code (a thread that adds a `Port()` and runs forever), done right.
 ///
 /// The loop needs no `Port()` to stay alive: the thread keeps it running even when `.default` is
-/// empty (without spinning), and a `stop()` of the loop by user code only ends the current run. Hand
-/// it work with `loop.perform`, or add timers and sources to `loop` from any thread.
+/// empty (without spinning), and a `Loop.stop()` by user code only ends the current run. Hand it
+/// work with `loop.perform`, or add timers and sources to `loop` from any thread.
 public final class LoopThread: @unchecked Sendable {
     /// The thread's loop. Available as soon as `init` returns.
     ///
