@@ -9,9 +9,8 @@ protocol ModeMember: AnyObject {
     /// Enters a mode's tables (it was not there); `sequence` orders it among the mode's items.
     func join(_ items: inout ModeItems, sequence: UInt64)
     /// Leaves a mode's tables (it was there); heaps it left wholly stale go to `garbage`, for the
-    /// caller to release after the lock. (Appended rather than returned: an empty array was returned
-    /// and released on every removal. Callgrind, timer churn, with `ModeList.remove` inline: 1,624
-    /// → 1,561 instructions per timer.)
+    /// caller to release after the lock. (Appended rather than returned: a returned array, empty
+    /// almost always, would be released on every removal; callgrind, timer churn.)
     func leave(_ items: inout ModeItems, garbage: inout [TimerHeap])
     /// Forgets `loop` as its owner, after an add the ended loop refused.
     func unbind(from loop: Loop)
