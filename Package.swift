@@ -11,7 +11,7 @@ let package = Package(
         .executable(name: "runloop-httpd", targets: ["runloop-httpd"]),
     ],
     targets: [
-        // libevent 2.1 from Debian's libevent-dev; only the backend file of RunLoopKit imports it.
+        // libevent 2.1 from Debian's libevent-dev; only RunLoopKit's Backend files import it.
         .systemLibrary(
             name: "CLibevent",
             path: "Modulemaps/CLibevent",

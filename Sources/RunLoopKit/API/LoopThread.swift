@@ -2,12 +2,12 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// A named thread running its own loop in `.default` until `stop()`: the background run-loop thread
-/// of iOS code (a thread that adds a `Port()` and runs forever), done right.
+/// A named thread running its own loop in `.default` until ``shutdown()``: the background
+/// run-loop thread of iOS code (a thread that adds a `Port()` and runs forever), done right.
 ///
 /// The loop needs no `Port()` to stay alive: the thread keeps it running even when `.default` is
-/// empty (without spinning), and a `stop()` of the loop by user code only ends the current run. Hand
-/// it work with `loop.perform`, or add timers and sources to `loop` from any thread.
+/// empty (without spinning), and a `Loop.stop()` by user code only ends the current run. Hand it
+/// work with `loop.perform`, or add timers and sources to `loop` from any thread.
 public final class LoopThread: @unchecked Sendable {
     /// The thread's loop. Available as soon as `init` returns.
     ///
@@ -109,6 +109,7 @@ public final class LoopThread: @unchecked Sendable {
     /// has returned the loop has ended (``Loop/hasEnded``): `perform` returns false and releases
     /// the block unrun, `submit` throws a `LoopError`, adding an item does nothing. Called on the
     /// loop's own thread it returns at once and the thread exits when the current callout returns.
+    /// ``shutdown()`` is the same call, named as `LoopGroup` and `LoopWorkPool` name ending for good.
     public func stop() {
         requestStop()
         let thread = control.thread.withLock { $0 }
@@ -123,6 +124,20 @@ public final class LoopThread: @unchecked Sendable {
         } else {
             pthread_join(thread, nil)
         }
+    }
+
+    /// Ends the thread for good: the blocks already posted run, then the loop ends (every run on
+    /// its stack returns, its `exit` observers run, its items are released) and the thread exits.
+    /// The same as ``stop()``, under the name `LoopGroup.shutdown()` and `LoopWorkPool.shutdown()`
+    /// give ending for good; `Loop.stop()` ends only the current run of a loop.
+    ///
+    /// Any thread; idempotent, whichever of `shutdown()` and `stop()` came first. Unless called on
+    /// the thread itself, it returns once the thread has exited; the loop has ended then
+    /// (``Loop/hasEnded``): `perform` returns false and releases the block unrun, `submit` throws
+    /// a `LoopError`, adding an item does nothing. Called on the loop's own thread it returns at
+    /// once, and the thread exits when the current callout returns.
+    public func shutdown() {
+        stop()
     }
 
     /// The longest prefix of `name` that fits the kernel's 15 bytes without splitting a character.

@@ -2,7 +2,8 @@ internal import CLibevent
 import Glibc
 import Synchronization
 
-// The only file that talks to libevent. All of it runs on the loop's own thread.
+// The loop's event base: with LibeventBuffer.swift (the connections' evbuffers), the only code that
+// talks to libevent. All of it runs on the loop's own thread.
 //
 // Callbacks only record what fired and return: user callouts run in Swift after
 // `event_base_loop` has returned, so a callout may run the loop again (nested runs) without
@@ -293,7 +294,8 @@ final class LibeventBackend: EventBackend {
         }
         if Int32(what) & Int32(EV_WRITE) != 0 { fired.insert(.writable) }
         // The registration is borrowed, not retained: the base calls back only for registered
-        // events, which the backend holds (four retains and three releases an event, before).
+        // events, which the backend holds (retained, it cost four retains and three releases an
+        // event).
         Unmanaged<Registration>.fromOpaque(context!)._withUnsafeGuaranteedRef { registration in
             registration.backend.record(registration.source, fired)
         }

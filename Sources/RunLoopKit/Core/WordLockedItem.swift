@@ -55,9 +55,9 @@ protocol WordLockedItem: ModeMember {
 extension WordLockedItem {
     /// The state, with the lock word held for the length of the access. Any thread; an access must
     /// not call back into the item. For a caller that hands a closure out of the state, which
-    /// `withState` would return through its generic result in a heap-allocated reabstraction thunk
-    /// (callgrind, the busy loop of `runloop-bench --filter iteration` without observers: 2,846 →
-    /// 2,568 instructions per pass, and no `malloc` left in it).
+    /// `withState` would return through its generic result in a heap-allocated reabstraction thunk:
+    /// a `malloc` and about 280 instructions per pass of the busy loop of `runloop-bench --filter
+    /// iteration` without observers (callgrind).
     var lockedState: State {
         @inline(__always) _read {
             core.lock()
@@ -104,8 +104,7 @@ extension WordLockedItem {
     ///
     /// `release` is handed the item rather than capturing it: a closure capturing `self` made
     /// `LoopTimer.invalidate` retain and release the timer around the call, two of the atomic
-    /// operations of a timer's life (callgrind, `runloop-bench --filter churn`: with the cheaper
-    /// `.common` check and `compactIfSparse`, 1,982 → 1,880 instructions per timer). Generic over
+    /// operations of a timer's life (callgrind, `runloop-bench --filter churn`). Generic over
     /// what it returns, so the handler is moved out, not boxed.
     @inline(__always)
     func invalidateItem<Dropped>(_ release: (Self, inout State) -> Dropped?) {

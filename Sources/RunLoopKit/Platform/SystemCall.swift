@@ -1,6 +1,6 @@
 import Glibc
 
-// Every system call RunLoopKit makes beyond libevent goes through `Platform`, wrapped once:
+// Every system call RunLoopKit makes beyond libevent goes through `Platform`, the one layer:
 // descriptors in Platform+Descriptors.swift, sockets in Platform+Sockets.swift, child processes in
 // Platform+Processes.swift, threads, clocks and signals in Platform.swift. A wrapper returns what
 // the call gave, or the `Errno` it failed with (`Result<_, Errno>`), read at once: no caller reads
