@@ -8,67 +8,90 @@ import Synchronization
 /// Linux, `add(Port())` traps). A port belongs to one loop, which keeps it (and its handler) alive
 /// while it is in one of the loop's modes, whether or not the caller keeps a reference.
 ///
-/// Messages are stored by value in buffers the port keeps: once they have grown to the largest
-/// batch, a port whose `Message` holds no references allocates nothing per message.
+/// Messages are stored by value in chunks the port reuses: once a steady stream has as many as
+/// it needs, a port whose `Message` holds no references allocates nothing per message.
 public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// Messages sent and not yet delivered: the ones sent since the loop last took them, and the
     /// batch the loop is delivering.
     ///
     /// Senders append to `incoming` under `word`; the loop takes them all at once by trading
-    /// storage with `batch`, its own, which it delivers from without the lock. The two buffers
-    /// take turns and keep their capacity, so a steady stream allocates nothing.
+    /// chunks with `batch`, its own, which it delivers from without the lock. The chunks a
+    /// delivery empties go back to the senders with the next take, so a steady stream allocates
+    /// nothing.
     private final class Mailbox: @unchecked Sendable {
-        /// A message with its posting time (ticks) while an instrument listens, else 0.
-        typealias Entry = (message: Message, postedAt: Ticks)
-
-        // Guarded by `word`, as the loop's inbox is (`Inbox`): a send appends in a few
-        // instructions, and a thread that finds the word taken spins instead of sleeping.
-        private let word = LockWord()
-        @exclusivity(unchecked) private var incoming = PortBuffer<Entry>()
-        /// When the port became ready (a signal stamp): set by the first message sent after a
-        /// delivery started, cleared when one starts.
-        @exclusivity(unchecked) private var readySince: UInt64?
-
-        // The loop's thread only.
-        @exclusivity(unchecked) private var batch = PortBuffer<Entry>()
-        /// Index in `batch` of the next message to deliver.
-        @exclusivity(unchecked) private var head = 0
-        /// How many messages were ever moved to `batch`, and how many were handed to the handler.
-        @exclusivity(unchecked) private var taken = 0
-        @exclusivity(unchecked) private var delivered = 0
+        // Three groups of fields, each on cache lines of its own (64 bytes of padding between
+        // them): the senders write the second group with every message and the loop the third,
+        // and on one shared line each message would take it from the other processor.
 
         let isOpen = Atomic<Bool>(true)
         /// Whether senders stamp their messages: an instrument listened to the loop at its last
         /// delivery (a relaxed hint; the first batch after an instrument attaches goes unstamped).
         let stamps = Atomic<Bool>(false)
+        private let separatesSenders = CacheLinePadding()
+
+        // Guarded by `word`, as the loop's inbox is (`Inbox`): a send appends in a few
+        // instructions, and a thread that finds the word taken spins instead of sleeping.
+        private let word = LockWord()
+        @exclusivity(unchecked) private var incoming = PortQueue<Message>()
+        /// Empty chunks for the senders.
+        @exclusivity(unchecked) private var spares = PortChunkStack()
+        /// When the port became ready (a signal stamp): set by the first message sent after a
+        /// delivery started, cleared when one starts.
+        @exclusivity(unchecked) private var readySince: UInt64?
+        private let separatesLoop = CacheLinePadding()
+
+        // The loop's thread only.
+        @exclusivity(unchecked) private var batch = PortQueue<Message>()
+        /// Chunks the batch emptied, given back to `spares` with the next take.
+        @exclusivity(unchecked) private var emptied = PortChunkStack()
+        /// How many messages were ever moved to `batch`, and how many were handed to the handler.
+        @exclusivity(unchecked) private var taken = 0
+        @exclusivity(unchecked) private var delivered = 0
+
+        /// The most empty chunks kept for the senders: room for as many messages as the loop
+        /// keeps room for posted blocks. A burst's others go back to the allocator.
+        private var sparesKept: Int { batch.chunks(holding: BlockBuffer.retainedCapacity) }
 
         deinit {
-            incoming.release(from: 0)
-            batch.release(from: head)
+            incoming.release(into: &spares)
+            batch.release(into: &emptied)
+            spares.free()
+            emptied.free()
         }
+
+        // The word is taken and released by hand, not through a closure: this code is generic
+        // and not specialized for the caller's `Message`, and a closure holding the message
+        // would make the runtime look up the metadata of its type on every send.
 
         /// Appends `message`; true if it is the first since the loop last took them (the sender
         /// signals the port, once per batch), false if the port is invalid or already signalled.
         @inline(__always)
-        func append(_ message: consuming Message, postedAt: Ticks) -> Bool {
-            var entry: Entry? = (consume message, postedAt)
-            return word.withLock {
-                // Checked under the word: `invalidate` drains `incoming` after closing, so a message
-                // that finds the port open here is drained or delivered, never stranded.
-                guard isOpen.load(ordering: .relaxed) else { return false }
-                incoming.append(entry.take()!)
-                return markReady()
+        func append(_ message: borrowing Message, postedAt: Ticks) -> Bool {
+            word.lock()
+            // Checked under the word: `close` drains `incoming` after closing, so a message that
+            // finds the port open here is drained or delivered, never stranded.
+            guard isOpen.load(ordering: .relaxed) else {
+                word.unlock()
+                return false
             }
+            incoming.append(message, postedAt: postedAt, spares: &spares)
+            let first = markReady()
+            word.unlock()
+            return first
         }
 
-        /// Appends every element of `messages` (contiguous) under one lock; as `append`.
+        /// Appends every element of `messages` under one lock; as `append`.
         func append(contentsOf messages: UnsafeBufferPointer<Message>, postedAt: Ticks) -> Bool {
-            word.withLock {
-                guard isOpen.load(ordering: .relaxed), !messages.isEmpty else { return false }
-                incoming.reserve(incoming.count + messages.count)
-                for message in messages { incoming.append((message, postedAt)) }
-                return markReady()
+            guard !messages.isEmpty else { return false }
+            word.lock()
+            guard isOpen.load(ordering: .relaxed) else {
+                word.unlock()
+                return false
             }
+            for message in messages { incoming.append(message, postedAt: postedAt, spares: &spares) }
+            let first = markReady()
+            word.unlock()
+            return first
         }
 
         /// Under the word, after an append: whether this append is the first of a batch.
@@ -82,15 +105,10 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         /// Loop thread: a signal stamp while messages wait (0 while a delivery is under way), nil if
         /// none do.
         func readiness() -> UInt64? {
-            if head < batch.count { return 0 }
-            return word.withLock { incoming.count > 0 ? readySince ?? 0 : nil }
-        }
-
-        /// Loop thread: drops what `invalidate` could not reach, the rest of the batch.
-        func dropBatch() {
-            delivered += batch.count - head
-            batch.release(from: head)
-            head = 0
+            if !batch.isEmpty { return 0 }
+            word.lock()
+            defer { word.unlock() }
+            return incoming.isEmpty ? nil : readySince ?? 0
         }
 
         /// Takes every message sent so far under one lock and delivers them in order, without it. A
@@ -101,37 +119,36 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             let loop = Loop.current
             let stamping = loop.stampsPostedWork
             if stamps.load(ordering: .relaxed) != stamping { stamps.store(stamping, ordering: .relaxed) }
-            word.withLock {
-                readySince = nil
-                let count = incoming.count
-                guard count > 0 else { return }
-                if head == batch.count {
-                    // The usual case: the batch was delivered; its storage goes back to the senders.
-                    head = 0
-                    batch.removeAll()
-                    batch.exchange(with: &incoming)
-                } else {
-                    // In a nested run, behind the rest of the outer run's batch.
-                    batch.append(movingFrom: &incoming)
-                }
-                taken += count
+            let kept = sparesKept
+            word.lock()
+            readySince = nil
+            emptied.move(to: &spares, upTo: kept)
+            let count = incoming.count
+            if batch.isEmpty {
+                // The usual case: the batch was delivered; the senders start on empty chunks.
+                batch.exchange(with: &incoming)
+            } else {
+                // In a nested run, behind the rest of the outer run's batch.
+                batch.append(movingFrom: &incoming)
             }
+            word.unlock()
+            // A burst's chunks beyond what the senders keep.
+            emptied.free()
+            taken += count
             let last = taken
             while delivered < last, isOpen.load(ordering: .acquiring) {
                 // Moved out before the callout: a nested run delivers from the next one.
-                let (message, postedAt) = batch.take(at: head)
-                head += 1
+                let postedAt = batch.firstPostedAt()
+                let message = batch.takeFirst(emptying: &emptied)
                 delivered += 1
                 if postedAt != 0 { loop.instrumentDequeue(.source, postedAt: postedAt) }
                 handler(message)
             }
-            if head == batch.count {
-                head = 0
-                batch.removeAll()
-                // A burst grew it beyond what a port keeps: its memory goes back.
-                if batch.capacity > PortBuffer<Entry>.retainedCapacity { batch.release(from: 0) }
-            } else if !isOpen.load(ordering: .acquiring) {
-                dropBatch()
+            if !batch.isEmpty && !isOpen.load(ordering: .acquiring) {
+                // Invalidated during the batch: the rest is dropped here, on the loop's thread.
+                delivered += batch.count
+                batch.release(into: &emptied)
+                emptied.free()
             }
         }
 
@@ -139,12 +156,14 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         func close() {
             isOpen.store(false, ordering: .releasing)
             // Released after the word: a message's deinit may send to the port.
-            var dropped = word.withLock {
-                var dropped = PortBuffer<Entry>()
-                dropped.exchange(with: &incoming)
-                return dropped
-            }
-            dropped.release(from: 0)
+            var dropped = PortQueue<Message>()
+            var chunks = PortChunkStack()
+            word.lock()
+            dropped.exchange(with: &incoming)
+            spares.move(to: &chunks, upTo: .max)
+            word.unlock()
+            dropped.release(into: &chunks)
+            chunks.free()
         }
     }
 
