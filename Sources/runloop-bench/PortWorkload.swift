@@ -42,29 +42,12 @@ extension RunLoopKitContender {
         }
         defer { port.invalidate() }
         loop.add(port, forMode: .default)
-        let unpinned = Atomic<Int>(0)
-        let line = StartLine(parties: producers + 1)
-        let threads = (0..<producers).map { producer in
-            let share = messages / producers + (producer == 0 ? messages % producers : 0)
-            return NativeThread {
-                if let processors, !pinCurrentThread(to: processors.producers) {
-                    unpinned.add(1, ordering: .relaxed)
-                }
-                line.wait()
-                counter.started(monotonicSeconds())
-                for position in 0..<share {
-                    port.send(PortReading(index: position, weight: position & 7, producer: producer))
-                }
+        return measureProducers(producers, total: messages, counter: counter, pinnedTo: processors, timeout: timeout) {
+            producer, share in
+            for position in 0..<share {
+                port.send(PortReading(index: position, weight: position & 7, producer: producer))
             }
         }
-        line.wait()
-        let finished = counter.done.wait(timeout: .now() + timeout) == .success
-        for thread in threads { thread.join(timeout: timeout) }
-        guard finished else { return .failure(.timedOut) }
-        guard unpinned.load(ordering: .relaxed) == 0 else {
-            return .failure(BenchError(reason: "could not pin the producers"))
-        }
-        return .success(counter.blocksPerSecond)
     }
 
     /// The typical closure through `perform` divided by the same closures through a bare locked

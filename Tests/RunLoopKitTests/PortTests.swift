@@ -135,6 +135,44 @@ import Testing
         #expect(delivered.events == [0, 1, 2, 3])
     }
 
+    /// After a delivery the loop looks at the port again by itself, and senders stop signalling it
+    /// until the loop finds it empty: a message sent to a loop asleep after a delivery still wakes
+    /// it, and one sent after the handler took the port out of its mode is delivered once the port
+    /// is added back (to a loop asleep, which no sender signals).
+    @Test func aBusyPortStillWakesTheLoopAndSurvivesARemoval() {
+        let received = Recorder<Int>()
+        let elapsed = onFreshThread {
+            let loop = Loop.current
+            var port: LoopPort<Int>!
+            port = LoopPort<Int>(
+                loop.isolated { message in
+                    received.append(message)
+                    if message == 3 { loop.remove(port, forMode: .default) }
+                })
+            let sender: LoopPort<Int> = port
+            loop.add(port, forMode: .default)
+            port.send(1)
+            #expect(loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true) == .handledSource)
+            let start = ContinuousClock.now
+            whenAsleep(loop) { sender.send(2) }
+            #expect(loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true) == .handledSource)
+            let woken = ContinuousClock.now - start
+            port.send(3)
+            #expect(loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true) == .handledSource)
+            loop.add(LoopSource {}, forMode: .default)
+            port.send(4)
+            #expect(loop.run(mode: .default, for: .milliseconds(20)) == .timedOut)
+            let readded = ContinuousClock.now
+            whenAsleep(loop) { loop.add(sender, forMode: .default) }
+            #expect(loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true) == .handledSource)
+            let delivered = ContinuousClock.now - readded
+            port.invalidate()
+            return max(woken, delivered)
+        }
+        #expect(received.events == [1, 2, 3, 4])
+        #expect(elapsed < .seconds(1))
+    }
+
     /// `send(contentsOf:)` from 4 threads, from an array and from a sequence without contiguous
     /// storage: every message delivered once, each call's messages together and in order, each
     /// sender's calls in order; an empty sequence and a send after `invalidate()` deliver nothing.

@@ -18,7 +18,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// chunks with `batch`, its own, which it delivers from without the lock. The chunks a
     /// delivery empties go back to the senders with the next take, so a steady stream allocates
     /// nothing.
-    private final class Mailbox: @unchecked Sendable {
+    fileprivate final class Mailbox: @unchecked Sendable {
         // Three groups of fields, each on cache lines of its own (64 bytes of padding between
         // them): the senders write the second group with every message and the loop the third,
         // and on one shared line each message would take it from the other processor.
@@ -35,9 +35,16 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         @exclusivity(unchecked) private var incoming = PortQueue<Message>()
         /// Empty chunks for the senders.
         @exclusivity(unchecked) private var spares = PortChunkStack()
-        /// When the port became ready (a signal stamp): set by the first message sent after a
-        /// delivery started, cleared when one starts.
-        @exclusivity(unchecked) private var readySince: UInt64?
+        /// Whether the loop will look at the port again before it sleeps, so a sender need not
+        /// signal it: set by a delivery (which makes the loop scan its ports in the next pass),
+        /// cleared when the loop finds nothing sent. A busy port is signalled once, when the loop
+        /// last found it empty, not once per batch: a signal takes the source's and the inbox's
+        /// locks, cache lines the loop also writes.
+        @exclusivity(unchecked) private var loopWillLook = false
+        /// When the port became ready (a signal stamp; 0: no message since the last take): set
+        /// under the word by the first message sent after a delivery started, cleared when one
+        /// starts, read without it by the loop.
+        private let readySince = Atomic<UInt64>(0)
         private let separatesLoop = CacheLinePadding()
 
         // The loop's thread only.
@@ -94,21 +101,37 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             return first
         }
 
-        /// Under the word, after an append: whether this append is the first of a batch.
+        /// Under the word, after an append: whether the sender must signal the port (the first
+        /// message since the loop last took them, and the loop will not look by itself).
         @inline(__always)
         private func markReady() -> Bool {
-            guard readySince == nil else { return false }
-            readySince = LoopSource.nextSignalStamp()
-            return true
+            guard readySince.load(ordering: .relaxed) == 0 else { return false }
+            readySince.store(LoopSource.nextSignalStamp(), ordering: .relaxed)
+            return !loopWillLook
         }
 
         /// Loop thread: a signal stamp while messages wait (0 while a delivery is under way), nil if
-        /// none do.
+        /// none do. The word is taken only to answer nil: from then on senders signal again.
         func readiness() -> UInt64? {
             if !batch.isEmpty { return 0 }
+            let since = readySince.load(ordering: .relaxed)
+            if since != 0 { return since }
             word.lock()
             defer { word.unlock() }
-            return incoming.isEmpty ? nil : readySince ?? 0
+            if incoming.isEmpty {
+                loopWillLook = false
+                return nil
+            }
+            return readySince.load(ordering: .relaxed)
+        }
+
+        /// Any thread, after the port was added to a mode, which the loop may not scan by itself:
+        /// from now on senders signal, and whether messages wait (the caller signals for them).
+        func wasAdded() -> Bool {
+            word.lock()
+            defer { word.unlock() }
+            loopWillLook = false
+            return !incoming.isEmpty
         }
 
         /// Takes every message sent so far under one lock and delivers them in order, without it. A
@@ -121,7 +144,8 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             if stamps.load(ordering: .relaxed) != stamping { stamps.store(stamping, ordering: .relaxed) }
             let kept = sparesKept
             word.lock()
-            readySince = nil
+            readySince.store(0, ordering: .relaxed)
+            loopWillLook = true
             emptied.move(to: &spares, upTo: kept)
             let count = incoming.count
             if batch.isEmpty {
@@ -144,6 +168,8 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
                 if postedAt != 0 { loop.instrumentDequeue(.source, postedAt: postedAt) }
                 handler(message)
             }
+            // The promise made to the senders above: the next pass scans the ports.
+            loop.portSignalled.store(true, ordering: .releasing)
             if !batch.isEmpty && !isOpen.load(ordering: .acquiring) {
                 // Invalidated during the batch: the rest is dropped here, on the loop's thread.
                 delivered += batch.count
@@ -167,7 +193,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         }
     }
 
-    private let mailbox = Mailbox()
+    fileprivate let mailbox = Mailbox()
     /// The port is a custom source whose perform drains the mailbox.
     let source: LoopSource
 
@@ -227,6 +253,7 @@ extension Loop {
     /// Any thread. A port belongs to one loop: adding it to a second loop is a programmer error.
     public func add<Message>(_ port: LoopPort<Message>, forMode mode: Mode) {
         add(port.source, forMode: mode)
+        if port.mailbox.wasAdded() { port.source.signal() }
     }
 
     /// Removes a port from `mode` without invalidating it; its messages wait.
