@@ -173,6 +173,31 @@ import Testing
         #expect(elapsed < .seconds(1))
     }
 
+    /// While an instrument listens, messages carry their posting time from the first delivery
+    /// on (the port learns at each delivery whether to stamp): the queue delay of all 10 of a
+    /// second batch is counted, and of none sent before metrics were on.
+    @Test func messagesCarryTheirQueueDelayWhileMetricsAreOn() {
+        let counted = onFreshThread { () -> (before: UInt64, after: UInt64) in
+            let loop = Loop.current
+            let port = LoopPort<Int> { _ in }
+            loop.add(port, forMode: .default)
+            port.send(0)
+            loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true)
+            loop.collectsMetrics = true
+            port.send(1)
+            loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true)
+            let before = loop.metrics.queueDelayCount
+            port.send(contentsOf: 2..<7)
+            for message in 7..<12 { port.send(message) }
+            loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true)
+            let after = loop.metrics.queueDelayCount
+            port.invalidate()
+            return (before, after)
+        }
+        #expect(counted.before == 0)
+        #expect(counted.after == 10)
+    }
+
     /// `send(contentsOf:)` from 4 threads, from an array and from a sequence without contiguous
     /// storage: every message delivered once, each call's messages together and in order, each
     /// sender's calls in order; an empty sequence and a send after `invalidate()` deliver nothing.

@@ -19,9 +19,9 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// delivery empties go back to the senders with the next take, so a steady stream allocates
     /// nothing.
     fileprivate final class Mailbox: @unchecked Sendable {
-        // Three groups of fields, each on cache lines of its own (64 bytes of padding between
-        // them): the senders write the second group with every message and the loop the third,
-        // and on one shared line each message would take it from the other processor.
+        // Groups of fields, each on cache lines of its own (64 bytes of padding between them): the
+        // senders write the second group with every message and the loop the last, and on one
+        // shared line each message would take it from the other processor.
 
         let isOpen = Atomic<Bool>(true)
         /// Whether senders stamp their messages: an instrument listened to the loop at its last
@@ -41,9 +41,14 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         /// last found it empty, not once per batch: a signal takes the source's and the inbox's
         /// locks, cache lines the loop also writes.
         @exclusivity(unchecked) private var loopWillLook = false
+        /// Whether `readySince` is set, for the senders to read on their own line.
+        @exclusivity(unchecked) private var isReady = false
+        private let separatesReadiness = CacheLinePadding()
+
         /// When the port became ready (a signal stamp; 0: no message since the last take): set
         /// under the word by the first message sent after a delivery started, cleared when one
-        /// starts, read without it by the loop.
+        /// starts, read without it by the loop in every pass: on a line of its own, so that the
+        /// loop's look does not take the senders' line.
         private let readySince = Atomic<UInt64>(0)
         private let separatesLoop = CacheLinePadding()
 
@@ -105,7 +110,8 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         /// message since the loop last took them, and the loop will not look by itself).
         @inline(__always)
         private func markReady() -> Bool {
-            guard readySince.load(ordering: .relaxed) == 0 else { return false }
+            guard !isReady else { return false }
+            isReady = true
             readySince.store(LoopSource.nextSignalStamp(), ordering: .relaxed)
             return !loopWillLook
         }
@@ -145,6 +151,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             let kept = sparesKept
             word.lock()
             readySince.store(0, ordering: .relaxed)
+            isReady = false
             loopWillLook = true
             emptied.move(to: &spares, upTo: kept)
             let count = incoming.count

@@ -8,8 +8,7 @@ import Glibc
 /// pages faulted in one by one; and the chunks a delivery has emptied go back to the senders
 /// (`PortChunkStack`), still in the cache, so a steady stream allocates nothing.
 ///
-/// A chunk is raw memory: a header (the next chunk, how many messages it holds), the posting
-/// times, then the messages. The port's code is generic and not specialized for the caller's
+/// A chunk is raw memory: a header (`PortChunk`), the posting times, then the messages. The port's code is generic and not specialized for the caller's
 /// `Message`: nothing here names a type built from it (a tuple, an `Optional`), whose metadata
 /// the runtime would look up on every call. The owner releases the chunks (`release(into:)`).
 struct PortQueue<Message> {
@@ -61,11 +60,20 @@ struct PortQueue<Message> {
         } else {
             chunk = spares.pop() ?? PortChunk.allocate(bytes: chunkBytes)
             PortChunk.setNext(of: chunk, nil)
+            PortChunk.setStamped(chunk, false)
             if let last { PortChunk.setNext(of: last, chunk) } else { first = chunk }
             last = chunk
             filled = 0
         }
-        stamps(in: chunk)[filled] = postedAt
+        // Posting times are written only while an instrument listens: otherwise the chunk says
+        // none was, and its times' cache lines are never written.
+        if postedAt != 0 {
+            if !PortChunk.isStamped(chunk) {
+                stamps(in: chunk).update(repeating: 0, count: filled)
+                PortChunk.setStamped(chunk, true)
+            }
+            stamps(in: chunk)[filled] = postedAt
+        }
         (messages(in: chunk) + filled).initialize(to: copy message)
         PortChunk.setCount(of: chunk, filled + 1)
         count += 1
@@ -73,7 +81,10 @@ struct PortQueue<Message> {
 
     /// The posting time of the next message to take (0: not stamped). Not empty.
     @inline(__always)
-    func firstPostedAt() -> Ticks { stamps(in: first.unsafelyUnwrapped)[start] }
+    func firstPostedAt() -> Ticks {
+        let chunk = first.unsafelyUnwrapped
+        return PortChunk.isStamped(chunk) ? stamps(in: chunk)[start] : 0
+    }
 
     /// Moves the next message out; a chunk it empties goes to `emptied`. Not empty.
     @inline(__always)
@@ -132,10 +143,11 @@ struct PortQueue<Message> {
     }
 }
 
-/// A chunk's header: the next chunk and how many messages it holds.
+/// A chunk's header: the next chunk, how many messages it holds, and whether their posting times
+/// were written.
 enum PortChunk {
     /// Where a chunk's posting times begin.
-    static let headerSize = 16
+    static let headerSize = 32
 
     static func allocate(bytes: Int) -> UnsafeMutableRawPointer {
         guard let memory = malloc(bytes) else { fatalError("RunLoopKit: out of memory for a port's messages") }
@@ -160,6 +172,16 @@ enum PortChunk {
     @inline(__always)
     static func setCount(of chunk: UnsafeMutableRawPointer, _ count: Int) {
         chunk.storeBytes(of: count, toByteOffset: 8, as: Int.self)
+    }
+
+    @inline(__always)
+    static func isStamped(_ chunk: UnsafeMutableRawPointer) -> Bool {
+        chunk.load(fromByteOffset: 16, as: Bool.self)
+    }
+
+    @inline(__always)
+    static func setStamped(_ chunk: UnsafeMutableRawPointer, _ stamped: Bool) {
+        chunk.storeBytes(of: stamped, toByteOffset: 16, as: Bool.self)
     }
 }
 
