@@ -88,9 +88,14 @@ let package = Package(
             dependencies: ["CLibevent"]
         ),
 
+        // The tests' per-thread count of allocation calls (malloc and its kin, in place of glibc's).
+        .target(
+            name: "AllocationCounter",
+            path: "Tests/AllocationCounter"
+        ),
         .testTarget(
             name: "RunLoopKitTests",
-            dependencies: ["RunLoopKit", "runloop-mainqueue-probe"]
+            dependencies: ["RunLoopKit", "runloop-mainqueue-probe", "AllocationCounter"]
         ),
         .testTarget(
             name: "BenchTests",

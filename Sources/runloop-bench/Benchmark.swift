@@ -197,6 +197,7 @@ extension BenchmarkSize {
             Workloads.connections.name: "\(count(sockets.idleConnections)) idle connections (client and server side)",
             Workloads.schedule.name: "\(count(scheduledBlocks)) blocks per repetition and row",
             Workloads.scale.name: "\(count(scaleItems)) items per repetition and row, removed in one shuffled order",
+            Workloads.port.name: "\(count(postBlocks)) messages or blocks per repetition and row\(placement)",
         ]
     }
 }

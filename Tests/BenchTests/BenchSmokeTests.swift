@@ -40,7 +40,7 @@ import Testing
     static let runLoopKitOnly: Set<String> = [
         MetricID.iterationMetrics, MetricID.iterationTracer, MetricID.actorHopLoop, MetricID.actorHopDefault,
         MetricID.actorHopLoopP50, MetricID.actorHopDefaultP50, MetricID.jobsLoop, MetricID.jobsDefault,
-        MetricID.pingPongNoSpinP50, MetricID.pingPongNoSpinCPU,
+        MetricID.pingPongNoSpinP50, MetricID.pingPongNoSpinCPU, MetricID.performFloor1, MetricID.performFloor4,
     ]
 
     /// The socket workloads' figures, measured on RunLoopKit and the C peers only.

@@ -185,7 +185,8 @@ private func messagePort() {
     }
     worker.loop.add(commands, forMode: .default)
     commands.send(.reload)  // from any thread
-    _ = waitUntil { printed.count == 1 }
+    commands.send(contentsOf: [.flush, .reload])  // many at once: one lock, one wake-up
+    _ = waitUntil { printed.count == 3 }
     worker.stop()
 }
 
@@ -262,7 +263,11 @@ private func loopGroup() {
 
     @Test func aPortDeliversOnTheWorkerThread() async {
         await awaitFreshThread { messagePort() }
-        #expect(printed.events == ["handling reload on the loop thread"])
+        #expect(
+            printed.events == [
+                "handling reload on the loop thread", "handling flush on the loop thread",
+                "handling reload on the loop thread",
+            ])
     }
 
     @Test func sigtermStopsTheLoopAfterTheShutdownWork() async {
