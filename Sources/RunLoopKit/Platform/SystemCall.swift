@@ -78,3 +78,42 @@ extension Platform {
         code == 0 ? .success(()) : .failure(Errno(code))
     }
 }
+
+// libevent makes system calls of its own (epoll_create1, epoll_ctl, epoll_wait, its signal pipe)
+// and reports their failure as -1 or NULL, with `errno` left as the failing call (or `malloc`) set
+// it. Its epoll_wait retries EINTR itself, and epoll_ctl is never interrupted, so no EINTR reaches
+// RunLoopKit through it. A failure of libevent's own (an argument it refuses) sets no errno; the
+// wrappers below clear `errno` before the call so that such a failure reports none instead of an
+// older one.
+
+/// How a libevent call failed.
+struct LibeventFailure: Error, Equatable, CustomStringConvertible {
+    /// The errno the system call (or allocation) that failed inside libevent left; nil for a
+    /// failure of libevent's own.
+    let systemError: Errno?
+
+    var description: String { systemError.map { "\($0)" } ?? "inside libevent, no errno" }
+}
+
+extension Platform {
+    /// Makes `call` (a libevent call that returns -1 on failure, else 0 or more): what it
+    /// returned, or how it failed, read at once.
+    @inline(__always)
+    static func libevent(_ call: () -> Int32) -> Result<Int32, LibeventFailure> {
+        errno = 0
+        let code = call()
+        guard code == -1 else { return .success(code) }
+        let failure = errno
+        return .failure(LibeventFailure(systemError: failure == 0 ? nil : Errno(failure)))
+    }
+
+    /// Makes `call` (a libevent call that returns NULL on failure): the object it made, or how it
+    /// failed, read at once.
+    @inline(__always)
+    static func libevent(_ call: () -> OpaquePointer?) -> Result<OpaquePointer, LibeventFailure> {
+        errno = 0
+        if let made = call() { return .success(made) }
+        let failure = errno
+        return .failure(LibeventFailure(systemError: failure == 0 ? nil : Errno(failure)))
+    }
+}
