@@ -12,9 +12,6 @@ import Synchronization
 struct ConnectionOutput: ~Copyable {
     /// The bytes queued, as last recorded by `updateWatermarks()`, for any thread.
     let queuedCount = Atomic<Int>(0)
-    /// Whether the queue is below the high watermark: false from when it reaches the high
-    /// watermark until it falls to the low one. The loop thread alone writes it.
-    let belowHighWatermark = Atomic<Bool>(true)
 
     /// What the socket has not taken yet; nil while nothing waits, which is the usual case (a
     /// write goes to the socket at once), so that an idle connection holds no output buffer.
@@ -24,6 +21,10 @@ struct ConnectionOutput: ~Copyable {
     /// Awaited `write(_:)` calls waiting below the high watermark, each with the flag its task's
     /// cancellation sets, by which a cancellation finds its own call.
     private var waitingWriters: [(flag: CancellationFlag, continuation: CheckedContinuation<Void, any Error>)] = []
+    /// Whether the queue is below the high watermark: false from when it reaches the high
+    /// watermark until it falls to the low one. The loop thread alone writes it. Last, so that the
+    /// connection's flags that follow fill the rest of its word.
+    let belowHighWatermark = Atomic<Bool>(true)
 
     /// The bytes queued now.
     var count: Int { queue?.count ?? 0 }

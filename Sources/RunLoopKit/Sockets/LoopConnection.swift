@@ -109,12 +109,13 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var lifecycle: Lifecycle
     /// Nothing is allocated for it until bytes arrive.
     @exclusivity(unchecked) var input = LoopBuffer()
-    /// The output queue, the watermarks and the writers waiting below them; reached through
-    /// `output` (loop thread), except its two atomics (any thread).
-    @exclusivity(unchecked) private var outputState = ConnectionOutput()
     @exclusivity(unchecked) var readHandler: ((LoopConnection, inout LoopBuffer) -> Void)?
     @exclusivity(unchecked) var eventHandler: ((LoopConnection, Event) -> Void)?
     @exclusivity(unchecked) var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)?
+    /// The output queue, the watermarks and the writers waiting below them; reached through
+    /// `output` (loop thread), except its two atomics (any thread). Before a flag, which fills the
+    /// end of its last word.
+    @exclusivity(unchecked) private var outputState = ConnectionOutput()
     /// `readClosed` was reported: at the end of stream read, or noticed while not reading.
     @exclusivity(unchecked) var endOfStreamReported = false
     /// Why the connection closed (nil: orderly), once it has; and whether a handler was told.
