@@ -2,10 +2,10 @@ internal import CPlatform
 import Glibc
 
 /// The Linux calls RunLoopKit makes beyond libevent, each wrapped once (the C side is
-/// `Sources/CPlatform`): here thread identity, the clocks, signal routing and libdispatch's
-/// main-queue hooks; descriptors, sockets and child processes in the `Platform+` files, by the
-/// rules of SystemCall.swift (typed results, one EINTR rule). Any thread, unless a member says
-/// otherwise.
+/// `Sources/CPlatform`): here thread names, the clocks, signal routing and libdispatch's
+/// main-queue hooks; descriptors, sockets, child processes and threads in the `Platform+` files,
+/// by the rules of SystemCall.swift (typed results, one EINTR rule). Any thread, unless a member
+/// says otherwise.
 enum Platform {
     // MARK: Threads
 

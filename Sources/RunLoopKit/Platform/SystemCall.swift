@@ -2,9 +2,11 @@ import Glibc
 
 // Every system call RunLoopKit makes beyond libevent goes through `Platform`, wrapped once:
 // descriptors in Platform+Descriptors.swift, sockets in Platform+Sockets.swift, child processes in
-// Platform+Processes.swift, threads, clocks and signals in Platform.swift. A wrapper returns what
-// the call gave, or the `Errno` it failed with (`Result<_, Errno>`), read at once: no caller reads
-// `errno`, and none sees a negative count. A `LoopError` is made from an `Errno` in one place,
+// Platform+Processes.swift, creating and joining threads in Platform+Threads.swift, thread names,
+// clocks and signals in Platform.swift; the failures of libevent's calls (which make system calls
+// of their own) at the end of this file. A wrapper returns what the call gave, or the `Errno` it
+// failed with (`Result<_, Errno>`), read at once: no caller reads `errno`, and none sees a
+// negative count. A `LoopError` is made from an `Errno` in one place,
 // `LoopError.systemCall(_:failedWith:)`.
 //
 // EINTR (a signal whose handler was installed without SA_RESTART arrived while the call waited),
