@@ -68,20 +68,10 @@ func whenAsleep(_ loop: Loop, _ body: @escaping @Sendable () -> Void) {
 /// Runs `body` on a new pthread and joins it: when this returns, the thread has exited and its
 /// loop has been torn down.
 func runOnJoinedThread(_ body: @escaping @Sendable () -> Void) {
-    final class Context: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    switch Platform.startThread(body) {
+    case .success(let thread): Platform.joinThread(thread)
+    case .failure(let failure): preconditionFailure("pthread_create failed: \(failure)")
     }
-    var thread = pthread_t()
-    let context = Unmanaged.passRetained(Context(body)).toOpaque()
-    let code = pthread_create(
-        &thread, nil,
-        { raw in
-            Unmanaged<Context>.fromOpaque(raw!).takeRetainedValue().body()
-            return nil
-        }, context)
-    precondition(code == 0, "pthread_create failed (\(code))")
-    pthread_join(thread, nil)
 }
 
 /// Counts the deinits of the `Tracked` objects made from it: a test lets an object be captured by

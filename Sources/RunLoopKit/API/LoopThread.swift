@@ -28,7 +28,7 @@ public final class LoopThread: @unchecked Sendable {
         let started = DispatchSemaphore(value: 0)
         /// The thread's loop, or why it could not be created; set before `started` is signalled.
         let outcome = Locked<Result<Loop, LoopError>?>(nil)
-        let thread = Locked<pthread_t>(0)
+        let thread = Locked<Platform.Thread>(0)
         init(name: String) { self.name = name }
     }
 
@@ -73,19 +73,8 @@ public final class LoopThread: @unchecked Sendable {
     /// has gone, if the loop could not be created, or if the thread could not.
     private static func launch(name: String) throws(LoopError) -> (control: Control, loop: Loop) {
         let control = Control(name: name)
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(control).toOpaque()
-        let code = pthread_create(
-            &thread, nil,
-            { context in
-                let control = Unmanaged<Control>.fromOpaque(context!).takeRetainedValue()
-                LoopThread.main(control)
-                return nil
-            }, context)
-        guard code == 0 else {
-            Unmanaged<Control>.fromOpaque(context).release()
-            throw LoopError.systemCall("pthread_create for LoopThread \"\(name)\"", failedWith: Errno(code))
-        }
+        let thread = try Platform.startThread { LoopThread.main(control) }
+            .get(failing: "pthread_create for LoopThread \"\(name)\"")
         control.thread.withLock { $0 = thread }
         control.started.wait()
         switch control.outcome.withLock({ $0! }) {
@@ -93,7 +82,7 @@ public final class LoopThread: @unchecked Sendable {
             return (control, loop)
         case .failure(let error):
             // Joined before throwing: the thread's teardown closes the eventfd it may have opened.
-            pthread_join(thread, nil)
+            Platform.joinThread(thread)
             throw error
         }
     }
@@ -120,9 +109,9 @@ public final class LoopThread: @unchecked Sendable {
         guard first else { return }
         if loop.isCurrentThread {
             // Cannot join itself: let the thread's resources go when it exits.
-            pthread_detach(thread)
+            Platform.detachThread(thread)
         } else {
-            pthread_join(thread, nil)
+            Platform.joinThread(thread)
         }
     }
 

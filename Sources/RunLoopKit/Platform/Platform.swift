@@ -2,11 +2,10 @@ internal import CPlatform
 import Glibc
 
 /// The one layer for the system calls RunLoopKit makes beyond libevent (the C side is
-/// `Sources/CPlatform`): here thread identity, the clocks, signal routing and libdispatch's
-/// main-queue hooks; descriptors, sockets and child processes in the `Platform+` files, by the
-/// rules of SystemCall.swift (typed results, one EINTR rule). A call may have more than one
-/// wrapper (`send` of bytes and of vectors); pthread functions, which return their error rather
-/// than set `errno`, are called where they are used. Any thread, unless a member says otherwise.
+/// `Sources/CPlatform`): here thread names, the clocks, signal routing and libdispatch's
+/// main-queue hooks; descriptors, sockets, child processes and threads in the `Platform+` files,
+/// by the rules of SystemCall.swift (typed results, one EINTR rule). A call may have more than one
+/// wrapper (`send` of bytes and of vectors). Any thread, unless a member says otherwise.
 enum Platform {
     // MARK: Threads
 
