@@ -22,12 +22,13 @@ extension LoopDatagramSocket {
             return
         }
         if sendsDirectly() {
-            let sent = bytes.withContiguousStorageIfAvailable { bytes in
-                Platform.sendDatagram(fileDescriptor, UnsafeRawBufferPointer(bytes), to: address)
-            }
+            let sent =
+                bytes.withContiguousStorageIfAvailable { bytes in
+                    Platform.sendDatagram(fileDescriptor, UnsafeRawBufferPointer(bytes), to: address)
+                } ?? Array(bytes).withUnsafeBytes { Platform.sendDatagram(fileDescriptor, $0, to: address) }
             switch sent {
-            case .success?: return
-            case .failure(let failure)? where failure != .wouldBlock:
+            case .success: return
+            case .failure(let failure) where failure != .wouldBlock:
                 report(sendError(failure, to: address))
                 return
             default: break
