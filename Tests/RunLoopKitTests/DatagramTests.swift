@@ -325,6 +325,35 @@ import Testing
         probe.invalidate()
     }
 
+    /// The Guide's chapter "Datagrams": the echo service and the async client.
+    @Test func guideEchoService() async throws {
+        let printed = Locked<[LoopError]>([])
+        func print(_ error: LoopError) { printed.withLock { $0.append(error) } }
+        let thread = LoopThread(name: "datagrams")
+        let socket = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
+        socket.onReceive { socket, bytes, sender in
+            // On the loop's thread, in the socket's modes: one whole datagram and who sent it.
+            socket.send(bytes, to: sender)
+        }
+        socket.onError { _, error in
+            // A datagram too long (EMSGSIZE), a refusal (ECONNREFUSED), a send that failed.
+            print(error)
+        }
+        thread.loop.add(socket, forMode: .common)
+
+        let client = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
+        thread.loop.add(client, forMode: .common)
+        try await client.send(Array("ping".utf8), to: socket.localAddress)
+        let (reply, from) = try await client.receive()
+        // reply is "ping", from is socket.localAddress
+        #expect(reply == Array("ping".utf8))
+        #expect(from == socket.localAddress)
+        #expect(printed.withLock { $0.isEmpty })
+        client.invalidate()
+        socket.invalidate()
+        thread.stop()
+    }
+
     /// Bad addresses give a clear `LoopError`.
     @Test func badAddresses() async throws {
         // Not an address of this machine.
