@@ -354,6 +354,32 @@ import Testing
         thread.stop()
     }
 
+    /// A handler that runs its loop again (a nested run) gets the rest of its batch after it
+    /// returns, in order: the nested run does not read over the batch being handed out.
+    @Test func aNestedRunInAHandlerKeepsTheOrder() throws {
+        let loop = Loop.current
+        let socket = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
+        let sender = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
+        let target = socket.localAddress
+        var got: [UInt8] = []
+        socket.onReceive(
+            loop.isolated { _, bytes, _ in
+                got.append(bytes[0])
+                guard bytes[0] == 1 else { return }
+                // More arrive while the nested run waits; the rest of the first batch comes first.
+                sender.send(CollectionOfOne(4), to: target)
+                sender.send(CollectionOfOne(5), to: target)
+                loop.run(mode: .default, for: .milliseconds(50))
+            })
+        loop.add(socket, forMode: .default)
+        for number in 1...3 { sender.send(CollectionOfOne(UInt8(number)), to: target) }
+        loop.add(sender, forMode: .default)
+        #expect(runLoop(loop, in: .default) { got.count == 5 })
+        #expect(got == [1, 2, 3, 4, 5])
+        socket.invalidate()
+        sender.invalidate()
+    }
+
     /// Bad addresses give a clear `LoopError`.
     @Test func badAddresses() async throws {
         // Not an address of this machine.

@@ -59,6 +59,22 @@ extension LoopDatagramSocket {
 
     /// Loop thread: the socket is readable. Reads batches while datagrams are wanted.
     func readable() {
+        // A nested run inside a handler: the batch being delivered is in the receive buffer, so
+        // reading waits until the delivery is done (and stops being watched meanwhile, so that
+        // the nested run does not spin on it).
+        guard !delivering else {
+            readableWhileDelivering = true
+            descriptorSource.events.subtract(.readable)
+            return
+        }
+        delivering = true
+        defer {
+            delivering = false
+            if readableWhileDelivering {
+                readableWhileDelivering = false
+                updateInterest()
+            }
+        }
         for _ in 0..<LoopDatagramSocket.receiveCallsPerWakeUp {
             let (handler, wanted, size) = shared.withLock { shared in
                 shared.receivers.removeAll { !$0.isWaiting }
