@@ -2,15 +2,12 @@
 // include/raw_libevent.h): each side is a non-blocking UDP socket with a persistent EV_READ event
 // on an event_base of its own thread (EVENT_BASE_FLAG_NOLOCK); the callback reads with recvfrom
 // until EAGAIN and answers with sendto. A send the kernel would block (it does not on loopback
-// with these windows) is retried from an EV_WRITE event.
-//
-// The protocol is the libuv peer's (raw_libuv_udp.c): echo with a 1-byte stop datagram; a flood
-// with at most `window` unacknowledged datagrams and an 8-byte count every 64th.
+// with these windows) fails the echo, and resumes a flood from an EV_WRITE event. The protocol is
+// CRawPeer's (include/raw_peer_udp.h).
 
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +17,10 @@
 #include <event2/event.h>
 
 #include "raw_libevent.h"
-#include "raw_peer.h"
-
-#define ACK_EVERY 64
+#include "raw_peer_udp.h"
 
 typedef struct {
+    raw_udp_side protocol;
     struct event_base *base;
     struct event *readable;
     struct event *writable;
@@ -32,51 +28,33 @@ typedef struct {
     int fd;
     struct sockaddr_in address;
     struct sockaddr_in peer;
-    int is_server;
-    int echo;
-    long long target;
-    long long count;
-    long long acked;
-    int window;
-    int message;
-    char bytes[256];
-    int timed_out;
-    int failed;
-    double start, end;
     char buffer[65536];
 } ev_side;
 
-/// sendto; 0 if the kernel's buffer was full (the caller retries once writable), -1 on failure.
+/// sendto; 0 if the kernel's buffer was full, -1 (and the side stops) on any other failure.
 static int send_to(ev_side *side, const void *bytes, size_t length, const struct sockaddr_in *to) {
     if (sendto(side->fd, bytes, length, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)to, sizeof *to) >= 0)
         return 1;
     if (errno == EAGAIN) return 0;
-    side->failed = 1;
+    side->protocol.failed = 1;
     event_base_loopbreak(side->base);
     return -1;
 }
 
-static void flood_fill(ev_side *side) {
-    while (side->count < side->target && side->count - side->acked < side->window) {
-        int sent = send_to(side, side->bytes, (size_t)side->message, &side->peer);
-        if (sent == 0) {
+static void fill(ev_side *side) {
+    while (raw_udp_may_send(&side->protocol)) {
+        if (send_to(side, side->protocol.bytes, (size_t)side->protocol.message, &side->peer) == 0) {
+            side->protocol.count--;  // not sent: again once writable
             event_add(side->writable, NULL);
             return;
         }
-        if (sent < 0) return;
-        side->count++;
     }
 }
 
 static void on_writable(evutil_socket_t fd, short what, void *context) {
     (void)fd;
     (void)what;
-    ev_side *side = context;
-    if (side->echo) {
-        send_to(side, side->bytes, (size_t)side->message, &side->peer);
-    } else {
-        flood_fill(side);
-    }
+    fill(context);
 }
 
 static void on_readable(evutil_socket_t fd, short what, void *context) {
@@ -88,47 +66,23 @@ static void on_readable(evutil_socket_t fd, short what, void *context) {
         ssize_t got = recvfrom(fd, side->buffer, sizeof side->buffer, MSG_DONTWAIT, (struct sockaddr *)&from,
                                &from_length);
         if (got < 0) return;
-        if (side->echo) {
-            if (side->is_server) {
-                if (got == 1) {
-                    event_base_loopbreak(side->base);
-                    return;
-                }
-                if (send_to(side, side->buffer, (size_t)got, &from) == 0) side->failed = 1;
-                continue;
-            }
-            if (++side->count == side->target) {
-                side->end = raw_mono_now();
-                send_to(side, "x", 1, &side->peer);
-                event_base_loopbreak(side->base);
-                return;
-            }
-            if (send_to(side, side->bytes, (size_t)side->message, &side->peer) == 0) event_add(side->writable, NULL);
-            continue;
+        int actions = raw_udp_received(&side->protocol, side->buffer, (size_t)got);
+        int sent = 1;
+        if (actions & RAW_UDP_REPLY) sent = send_to(side, side->buffer, (size_t)got, &from);
+        if (actions & RAW_UDP_SEND) {
+            sent = send_to(side, side->protocol.bytes, (size_t)side->protocol.message, &side->peer);
         }
-        if (side->is_server) {
-            side->count++;
-            if (side->count % ACK_EVERY == 0 || side->count == side->target) {
-                long long count = side->count;
-                send_to(side, &count, sizeof count, &from);
-            }
-            if (side->count == side->target) {
-                side->end = raw_mono_now();
-                event_base_loopbreak(side->base);
-                return;
-            }
-            continue;
+        if (actions & RAW_UDP_ACK) sent = send_to(side, &side->protocol.ack, sizeof side->protocol.ack, &from);
+        if (actions & RAW_UDP_FILL) fill(side);
+        if (actions & RAW_UDP_SEND_STOP) send_to(side, "x", 1, &side->peer);
+        if (sent == 0) {
+            side->protocol.failed = 1;
+            actions |= RAW_UDP_STOP;
         }
-        if (got == sizeof(long long)) {
-            long long acked;
-            memcpy(&acked, side->buffer, sizeof acked);
-            if (acked > side->acked) side->acked = acked;
-        }
-        if (side->acked == side->target) {
+        if (actions & RAW_UDP_STOP) {
             event_base_loopbreak(side->base);
             return;
         }
-        flood_fill(side);
     }
 }
 
@@ -136,7 +90,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *context) {
     (void)fd;
     (void)what;
     ev_side *side = context;
-    side->timed_out = 1;
+    side->protocol.timed_out = 1;
     event_base_loopbreak(side->base);
 }
 
@@ -180,39 +134,27 @@ static raw_sock_result run(int echo, long long target, int message, int window, 
     raw_sock_result result = {0};
     ev_side *server = calloc(1, sizeof *server), *client = calloc(1, sizeof *client);
     server->fd = client->fd = -1;
+    pthread_t thread;
     if (side_open(server, timeout + 1) != 0 || side_open(client, timeout) != 0) {
         result.failure = "socket or bind";
         result.error = errno;
-        side_close(client);
-        side_close(server);
-        free(client);
-        free(server);
-        return result;
-    }
-    server->is_server = 1;
-    server->echo = client->echo = echo;
-    server->target = client->target = target;
-    client->window = window;
-    client->message = message;
-    memset(client->bytes, 'm', sizeof client->bytes);
-    server->peer = client->address;
-    client->peer = server->address;
-    pthread_t thread;
-    if (pthread_create(&thread, NULL, serve, server) != 0) abort();
-    client->start = raw_mono_now();
-    if (echo) {
-        if (send_to(client, client->bytes, (size_t)message, &client->peer) == 0) event_add(client->writable, NULL);
     } else {
-        flood_fill(client);
+        raw_udp_prepare(&client->protocol, &server->protocol, echo, target, message, window);
+        server->peer = client->address;
+        client->peer = server->address;
+        if (pthread_create(&thread, NULL, serve, server) != 0) abort();
+        client->protocol.start = raw_mono_now();
+        if (echo) {
+            send_to(client, client->protocol.bytes, (size_t)message, &client->peer);
+        } else {
+            fill(client);
+        }
+        event_base_dispatch(client->base);
+        // An echo server waits for the stop datagram; a flood receiver stops at its last datagram.
+        if (echo && (client->protocol.timed_out || client->protocol.failed)) send_to(client, "x", 1, &client->peer);
+        pthread_join(thread, NULL);
+        result = raw_udp_result(&client->protocol, &server->protocol);
     }
-    event_base_dispatch(client->base);
-    if (echo && (client->timed_out || client->failed)) send_to(client, "x", 1, &client->peer);
-    pthread_join(thread, NULL);
-    double end = echo ? client->end : server->end;
-    result.count = echo ? client->count : server->count;
-    result.ok = !client->timed_out && !client->failed && !server->timed_out && !server->failed && result.count == target;
-    result.seconds = end - client->start;
-    if (!result.ok) result.failure = client->timed_out || server->timed_out ? "timed out" : "send failed";
     side_close(client);
     side_close(server);
     free(client);
