@@ -380,6 +380,15 @@ import Testing
         sender.invalidate()
     }
 
+    /// A socket added to a loop that has ended: its awaiting calls throw rather than wait forever.
+    @Test func aLoopThatHasEndedRefuses() async throws {
+        let socket = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
+        endedLoop().add(socket, forMode: .default)
+        #expect((await result { try await socket.receive() }).failure as? LoopError != nil)
+        #expect((await result { try await socket.send([1], to: socket.localAddress) }).failure as? LoopError != nil)
+        socket.invalidate()
+    }
+
     /// Bad addresses give a clear `LoopError`.
     @Test func badAddresses() async throws {
         // Not an address of this machine.

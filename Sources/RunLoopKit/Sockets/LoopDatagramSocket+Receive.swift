@@ -41,11 +41,8 @@ extension LoopDatagramSocket {
     private func startReceiving(_ waiter: CancellableContinuation<Datagram>) {
         let ready = shared.withLock { shared -> Result<Datagram, LoopError>? in
             if shared.invalidated { return .failure(invalidatedError) }
-            guard shared.residency.loop != nil else {
-                return .failure(
-                    LoopError(
-                        "the datagram socket bound to \(localAddress) is in no loop: add it to a loop's mode first"))
-            }
+            guard let loop = shared.residency.loop else { return .failure(notInALoopError) }
+            if loop.hasEnded { return .failure(.loopEnded) }
             if !shared.held.isEmpty { return shared.held.removeFirst() }
             shared.receivers.append(waiter)
             return nil

@@ -50,8 +50,13 @@ extension LoopDatagramSocket {
     public func send(_ bytes: [UInt8], to address: SocketAddress) async throws {
         try Task.checkCancellation()
         try checkFamily(of: address, for: "send to")
-        if shared.withLock({ $0.residency.loop == nil && !$0.invalidated }) {
-            throw LoopError("the datagram socket bound to \(localAddress) is in no loop: add it to a loop's mode first")
+        let loop = shared.withLock { $0.invalidated ? nil : $0.residency.loop }
+        if !isValid {
+            throw invalidatedError
+        } else if let loop {
+            if loop.hasEnded { throw LoopError.loopEnded }
+        } else {
+            throw notInALoopError
         }
         if sendsDirectly() {
             switch bytes.withUnsafeBytes({ Platform.sendDatagram(fileDescriptor, $0, to: address) }) {

@@ -334,6 +334,11 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
         leaveLoop()
     }
 
+    /// What `receive()` and the awaited `send` throw before the socket is in a loop.
+    var notInALoopError: LoopError {
+        LoopError("the datagram socket bound to \(localAddress) is in no loop: add it to a loop's mode first")
+    }
+
     /// What ends waiting calls once the socket is invalidated.
     var invalidatedError: LoopError { LoopError("the datagram socket bound to \(localAddress) is invalidated") }
 
