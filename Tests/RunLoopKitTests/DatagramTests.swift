@@ -306,7 +306,8 @@ import Testing
         defer { thread.stop() }
         let socket = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
         thread.loop.add(socket, forMode: .default)
-        let cancelled = await cancelWhileWaiting(unblock: { socket.invalidate() }) { try await socket.receive() }
+        let cancelled = await cancelWhileWaiting(
+            unblock: { socket.invalidate() }, { try await socket.receive() })
         #expect(cancelled.threwCancellation)
         #expect(!cancelled.unblocked)
         // The datagram sent after the cancel goes to the next call.
