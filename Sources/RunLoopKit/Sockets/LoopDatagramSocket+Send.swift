@@ -13,7 +13,9 @@ extension LoopDatagramSocket {
     /// `ECONNREFUSED`, `ENETUNREACH`), is reported to ``onError(_:)`` as a `LoopError`.
     ///
     /// Any thread; datagrams sent from one thread are sent in the order they were sent. Datagrams
-    /// sent before the socket is in a loop wait in its queue until it is added.
+    /// sent before the socket is in a loop wait in its queue until it is added. In `async` code a
+    /// `[UInt8]` argument picks the awaiting `send(_:to:)`; another collection (an `ArraySlice`,
+    /// `CollectionOfOne`) picks this one.
     public func send(_ bytes: some Collection<UInt8>, to address: SocketAddress) {
         do throws(LoopError) {
             try checkFamily(of: address, for: "send to")
