@@ -427,6 +427,9 @@ import Testing
         #expect(await eventually { errors.withLock { $0.count } == 1 })
         #expect(errors.withLock { $0.first?.systemError } == EAFNOSUPPORT)
         socket.invalidate()
+        // Invalidated: its descriptor is closed, so nothing more reaches it.
+        let closed = #expect(throws: LoopError.self) { try socket.connect(to: socket.localAddress) }
+        #expect(closed?.message.contains("invalidated") == true)
 
         // A Unix path with no socket.
         let unix = try LoopDatagramSocket(bindingTo: SocketAddress(unixPath: temporaryUnixPath("dgram-bad")))

@@ -233,8 +233,10 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     /// Sets the kernel's receive buffer (`SO_RCVBUF`; the kernel doubles it and caps it at
     /// `net.core.rmem_max`): room for a burst of datagrams between two wake-ups.
     ///
-    /// Any thread. Throws a `LoopError` with `systemError` set if the kernel refuses.
+    /// Any thread. Throws a `LoopError` with `systemError` set if the kernel refuses, or once the
+    /// socket is invalidated.
     public func setReceiveBufferSize(_ bytes: Int) throws(LoopError) {
+        try checkValid()
         try Platform.setBufferSize(fileDescriptor, receive: true, bytes).get(failing: "setsockopt(SO_RCVBUF)")
     }
 
@@ -245,9 +247,10 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     /// is reported as a `LoopError` with `systemError` `ECONNREFUSED` (see the type's notes).
     /// Sends may still name any address.
     ///
-    /// Any thread. Throws a `LoopError` for an address of another family than the socket's, or
-    /// with `systemError` set when `connect` fails.
+    /// Any thread. Throws a `LoopError` for an address of another family than the socket's, once
+    /// the socket is invalidated, or with `systemError` set when `connect` fails.
     public func connect(to address: SocketAddress) throws(LoopError) {
+        try checkValid()
         try checkFamily(of: address, for: "connect to")
         try Platform.connectDatagram(fileDescriptor, to: address).get(failing: "connect(\(address))")
         shared.withLock { $0.remoteAddress = address }
@@ -260,8 +263,8 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     /// socket then receives the group's datagrams sent to its port.
     ///
     /// Any thread. Throws a `LoopError` for an address that is not a multicast group, of another
-    /// family, on a Unix socket, or with `systemError` set when the kernel refuses (`ENODEV`: no
-    /// such interface).
+    /// family, on a Unix socket, once the socket is invalidated, or with `systemError` set when
+    /// the kernel refuses (`ENODEV`: no such interface).
     public func joinMulticastGroup(_ group: SocketAddress, onInterface interface: SocketAddress? = nil)
         throws(LoopError)
     {
@@ -282,11 +285,13 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     /// machine; 1, the kernel's default: the local network only), and whether they are looped
     /// back to this machine's members of the group.
     ///
-    /// Any thread. Throws a `LoopError` for a Unix socket, an interface of another family, a
-    /// `timeToLive` outside 0...255, or with `systemError` set when the kernel refuses.
+    /// Any thread. Throws a `LoopError` for a Unix socket, once the socket is invalidated, for an
+    /// interface of another family, a `timeToLive` outside 0...255, or with `systemError` set
+    /// when the kernel refuses.
     public func setMulticastSending(
         interface: SocketAddress? = nil, timeToLive: Int = 1, loopback: Bool = true
     ) throws(LoopError) {
+        try checkValid()
         guard family != AF_UNIX else { throw LoopError("a Unix datagram socket has no multicast") }
         guard (0...255).contains(timeToLive) else {
             throw LoopError("a multicast time to live must be in 0...255, not \(timeToLive)")
@@ -303,6 +308,7 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     }
 
     private func setMembership(_ group: SocketAddress, _ interface: SocketAddress?, join: Bool) throws(LoopError) {
+        try checkValid()
         guard family != AF_UNIX else { throw LoopError("a Unix datagram socket cannot join a multicast group") }
         try checkFamily(of: group, for: join ? "join" : "leave")
         if let interface { try checkFamily(of: interface, for: "join a group on") }
@@ -403,6 +409,11 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
             return events
         }
         descriptorSource.events = events
+    }
+
+    /// Throws once the socket is invalidated (its descriptor is closed, or about to be).
+    func checkValid() throws(LoopError) {
+        guard isValid else { throw invalidatedError }
     }
 
     /// Checks that `address` is of the socket's family.
