@@ -390,6 +390,28 @@ import Testing
         socket.invalidate()
     }
 
+    /// Datagrams read in one batch for a single `receive()` wait for the next calls, or for a
+    /// handler set later, which gets them before newer ones.
+    @Test func aBatchReadForOneReceiveIsKeptInOrder() async throws {
+        let thread = LoopThread(name: "datagram-held")
+        defer { thread.stop() }
+        let socket = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
+        thread.loop.add(socket, forMode: .default)
+        let sender = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
+        for number in 1...4 { sender.send(CollectionOfOne(UInt8(number)), to: socket.localAddress) }
+        thread.loop.add(sender, forMode: .default)
+        #expect(await eventually { sender.queuedDatagrams == 0 })
+        #expect(try await socket.receive().bytes == [1])
+        #expect(try await socket.receive().bytes == [2])
+        let got = Locked<[UInt8]>([])
+        socket.onReceive { _, bytes, _ in got.withLock { $0.append(bytes[0]) } }
+        try await sender.send([5], to: socket.localAddress)
+        #expect(await eventually { got.withLock { $0.count } == 3 })
+        #expect(got.withLock { $0 } == [3, 4, 5])
+        sender.invalidate()
+        socket.invalidate()
+    }
+
     /// Bad addresses give a clear `LoopError`.
     @Test func badAddresses() async throws {
         // Not an address of this machine.

@@ -73,12 +73,19 @@ extension LoopDatagramSocket {
             }
         }
         for _ in 0..<LoopDatagramSocket.receiveCallsPerWakeUp {
-            let (handler, wanted, size) = shared.withLock { shared in
+            let (handler, wanted, size, older) = shared.withLock { shared in
                 shared.receivers.removeAll { !$0.isWaiting }
                 let wanted =
                     !shared.invalidated
                     && (shared.receiveHandler != nil || (!shared.receivers.isEmpty && shared.held.isEmpty))
-                return (shared.receiveHandler, wanted, shared.maximumDatagramSize)
+                // Datagrams kept for cancelled `receive()` calls go to a handler before newer ones.
+                var older: [Result<Datagram, LoopError>] = []
+                if shared.receiveHandler != nil && !shared.held.isEmpty { swap(&older, &shared.held) }
+                return (shared.receiveHandler, wanted, shared.maximumDatagramSize, older)
+            }
+            for item in older {
+                deliver(item, handler)
+                guard isValid else { return }
             }
             guard wanted else {
                 updateInterest()
