@@ -219,6 +219,8 @@ import Testing
         try socket.connect(to: peer)
         #expect(socket.remoteAddress == peer)
         thread.loop.add(socket, forMode: .default)
+        let watchdog = invalidate(socket, on: thread.loop)
+        defer { watchdog.cancel() }
         try await socket.send([1, 2, 3], to: peer)
         let outcome = await result { try await socket.receive() }
         let error = try #require(outcome.failure as? LoopError)
@@ -248,6 +250,8 @@ import Testing
             try Test.cancel("the kernel refuses to join a multicast group on the loopback interface: \(error)")
         }
         thread.loop.add(receiver, forMode: .default)
+        let watchdog = invalidate(receiver, on: thread.loop)
+        defer { watchdog.cancel() }
         let port = try #require(receiver.localAddress.port)
         try runPython(
             """
@@ -529,6 +533,12 @@ extension Result {
         if case .failure(let error) = self { return error }
         return nil
     }
+}
+
+/// Invalidates `socket` after 10 s unless cancelled first: a `receive()` the kernel never answers
+/// then throws, and the test fails instead of hanging.
+private func invalidate(_ socket: LoopDatagramSocket, on loop: Loop) -> LoopScheduled {
+    loop.schedule(after: .seconds(10)) { socket.invalidate() }
 }
 
 /// Waits (polling) until `condition` holds or `limit` passes; returns whether it did.
