@@ -1,5 +1,3 @@
-import Glibc
-
 // A loop as a Swift concurrency executor: actors whose `unownedExecutor` is a loop run on its
 // thread, and tasks that prefer a loop run their non-isolated code there.
 //

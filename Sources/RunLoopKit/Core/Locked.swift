@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 
 // The package's locks: `Locked`, a value behind a pthread mutex, for everything; and `LockWord`,

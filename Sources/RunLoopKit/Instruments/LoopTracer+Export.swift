@@ -1,5 +1,3 @@
-import Glibc
-
 // The tracer's exports: Chrome's trace-event JSON and an SVG timeline. Neither runs on a loop's hot
 // path; both work on a snapshot taken under the tracer's lock.
 

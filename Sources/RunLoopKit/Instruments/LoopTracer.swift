@@ -1,5 +1,3 @@
-import Glibc
-
 /// Records what loops do — phases, waits in the kernel and every callout — into a fixed-size ring
 /// buffer, and exports it as a Chrome trace (for Perfetto or `chrome://tracing`) or as an SVG
 /// timeline.

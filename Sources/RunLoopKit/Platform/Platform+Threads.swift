@@ -1,8 +1,11 @@
 import Glibc
 
-// Threads: creating, joining and telling them apart (pthread), each call wrapped once. pthread
-// calls return their error number instead of setting errno, and none fails with EINTR (POSIX
-// forbids it), so nothing here is made again.
+// Threads: creating, joining and telling them apart, their thread-specific slots, mutexes and
+// yielding the processor (pthread, sched_yield), each call wrapped once. pthread calls return their
+// error number instead of setting errno, and none fails with EINTR (POSIX forbids it), nor does
+// sched_yield, so nothing here is made again. The lock, unlock and thread-identity wrappers are
+// `@inline(__always)`, so that `Locked` and the thread checks cost no instruction more than the
+// calls written in place.
 
 extension Platform {
     /// A thread, as `startThread(_:)` and `currentThread` give it.
