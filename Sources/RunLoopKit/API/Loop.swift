@@ -137,7 +137,9 @@ public final class Loop: @unchecked Sendable {
     /// the thread-local copy is for reading.
     private static func install(_ loop: Loop) {
         let raw = Unmanaged.passRetained(loop).toOpaque()
-        pthread_setspecific(ThreadSlot.key, raw)
+        if case .failure(let failure) = Platform.setThreadValue(raw, for: ThreadSlot.key) {
+            preconditionFailure("RunLoopKit: pthread_setspecific failed: \(failure)")
+        }
         Platform.currentLoopPointer = raw
     }
 
@@ -267,20 +269,21 @@ public final class Loop: @unchecked Sendable {
 
 /// The thread-specific slot holding each thread's loop; its destructor tears the loop down.
 enum ThreadSlot {
-    static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        let rc = pthread_key_create(&key) { raw in
+    static let key: Platform.ThreadKey = {
+        let made = Platform.makeThreadKey { raw in
             guard let raw else { return }
             let loop = Unmanaged<Loop>.fromOpaque(raw).takeRetainedValue()
             // glibc has cleared the slot; tearDown must still see this thread as the loop's.
-            pthread_setspecific(ThreadSlot.key, raw)
+            Platform.setThreadValue(raw, for: ThreadSlot.key)
             Platform.currentLoopPointer = raw
             loop.tearDown()
-            pthread_setspecific(ThreadSlot.key, nil)
+            Platform.setThreadValue(nil, for: ThreadSlot.key)
             Platform.currentLoopPointer = nil
         }
-        precondition(rc == 0, "RunLoopKit: pthread_key_create failed (\(rc))")
-        return key
+        switch made {
+        case .success(let key): return key
+        case .failure(let failure): preconditionFailure("RunLoopKit: pthread_key_create failed: \(failure)")
+        }
     }()
 }
 

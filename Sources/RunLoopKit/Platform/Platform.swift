@@ -12,6 +12,9 @@ enum Platform {
     /// Whether the calling thread is the process's main thread (`gettid() == getpid()`).
     static var isMainThread: Bool { rlk_gettid() == getpid() }
 
+    /// The process's id (`getpid`).
+    static var processID: Int32 { getpid() }
+
     /// The calling thread's loop, unretained, as `ThreadSlot.key` holds it: a thread-local copy,
     /// because the key is read on every item added or removed (callgrind, `runloop-bench --filter
     /// churn`: two `pthread_getspecific` calls were 34 of a timer's instructions).

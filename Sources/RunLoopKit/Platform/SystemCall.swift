@@ -1,10 +1,11 @@
 import Glibc
 
 // Every system call RunLoopKit makes beyond libevent goes through `Platform`, the one layer:
-// descriptors in Platform+Descriptors.swift, sockets in Platform+Sockets.swift, child processes in
-// Platform+Processes.swift, creating and joining threads in Platform+Threads.swift, thread names,
-// clocks and signals in Platform.swift; the failures of libevent's calls (which make system calls
-// of their own) at the end of this file. A wrapper returns what the call gave, or the `Errno` it
+// descriptors and files in Platform+Descriptors.swift, sockets in Platform+Sockets.swift and
+// Platform+Datagrams.swift, child processes in Platform+Processes.swift, threads, thread-specific
+// slots, mutexes and yielding in Platform+Threads.swift, thread names, the process id, clocks and
+// signals in Platform.swift; the failures of libevent's calls (which make system calls of their
+// own) at the end of this file. No other file calls one. A wrapper returns what the call gave, or the `Errno` it
 // failed with (`Result<_, Errno>`), read at once: no caller reads `errno`, and none sees a
 // negative count. A `LoopError` is made from an `Errno` in one place,
 // `LoopError.systemCall(_:failedWith:)`.
@@ -13,8 +14,8 @@ import Glibc
 // by one rule, applied here and nowhere else:
 //
 // - A call that did nothing when it was interrupted is made again, inside its wrapper: recv, readv,
-//   send, sendmsg, accept4, open, read and write of an eventfd, fcntl, poll, waitid, waitpid and
-//   the rest. No caller ever sees EINTR, so none can mistake it for a failure (and close a
+//   send, sendmsg, accept4, open, read, readlink, write of an eventfd, fcntl, poll, waitid,
+//   waitpid and the rest. No caller ever sees EINTR, so none can mistake it for a failure (and close a
 //   connection over it) or for "no more now" (and leave bytes unread).
 // - close is never made again: Linux has let go of the descriptor even when close reports EINTR,
 //   and a second close could close a descriptor another thread has just been given. Its result is
