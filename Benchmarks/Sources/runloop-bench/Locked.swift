@@ -8,7 +8,8 @@ import Glibc
 /// Any thread. A copy shares the value and the lock.
 struct Locked<Value>: @unchecked Sendable {
     private final class Box {
-        var value: Value
+        /// Guarded by `mutex`: the runtime's exclusivity checks would only add to what is measured.
+        @exclusivity(unchecked) var value: Value
         let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
         init(_ value: Value) {
