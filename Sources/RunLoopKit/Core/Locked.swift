@@ -6,7 +6,7 @@ import Synchronization
 // the mutex as a pthread mutex, the word through its acquiring and releasing atomics.
 
 /// A value behind a `pthread_mutex_t`, in one allocation: the default lock of the library, its
-/// demo, its benchmark and its tests (`LockWord` only where a measurement showed it wins).
+/// demo and its tests (`LockWord` only where a measurement showed it wins).
 ///
 /// Any thread. Used instead of `Synchronization.Mutex` because ThreadSanitizer understands
 /// pthread mutexes: with `Mutex` (a bare futex on Linux) every access it protects is reported as a
