@@ -1,7 +1,8 @@
 # RunLoopKit — build, demo and test on Linux.
 #
-#   make demo    install libevent-dev (and libuv1-dev, libglib2.0-dev) if missing, then run the narrated demo
-#   make test    install the same if missing, then run the unit tests
+#   make demo    install libevent-dev if missing, then run the narrated demo
+#   make test    install libevent-dev (and libuv1-dev, libglib2.0-dev for the benchmark) if missing,
+#                then run the unit tests, then the benchmark's smoke tests (package Benchmarks/)
 #   make test-sanitize  the whole suite under ThreadSanitizer and AddressSanitizer
 #   make compile-checks  the handler rules as the compiler sees them: the small programs of
 #                Tests/CompileChecks compiled in Swift 6 mode (racy ones must not compile, safe ones
@@ -13,8 +14,11 @@
 #                (seed corpus Fuzz/corpus, copied to FUZZ_DIR; entry point Fuzz/HTTPParserFuzz.swift)
 #   make soak    runloop-httpd under wrk -c1000 for 60 s: errors, RSS, leaked sockets, clean exit
 #                (settings: scripts/soak.sh)
-#   make bench   build runloop-bench in release and run it (flags in BENCH_FLAGS,
-#                e.g. make bench BENCH_FLAGS="--quick --json bench.json")
+#   make bench   build runloop-bench (package Benchmarks/) in release and run it from here (flags
+#                in BENCH_FLAGS, e.g. make bench BENCH_FLAGS="--quick --json bench.json")
+#   make check-library-only  build a package that depends only on the RunLoopKit product with
+#                pkg-config seeing libevent alone: fails on any warning about another library
+#                (scripts/check-library-only.sh)
 #   make docs    the DocC site of RunLoopKit in .build/docs (static; DOCS_BASE_PATH for a sub-path),
 #                failing on any public declaration without a /// comment or any Swift snippet of
 #                the articles, docs/Guide.md or README.md that no test runs (catalog:
@@ -27,11 +31,14 @@
 #                coverage of Sources/RunLoopKit per file, least covered first (also in
 #                .build/coverage/RunLoopKit.md)
 #
-# Extra flags for `swift test` go in SWIFT_TEST_FLAGS, e.g.
+# Extra flags for `swift test` go in SWIFT_TEST_FLAGS (BENCH_TEST_FLAGS for the benchmark's tests,
+# the same by default), e.g.
 #   make test SWIFT_TEST_FLAGS="--filter TimerTests"
 
 SWIFT ?= swift
 SWIFT_TEST_FLAGS ?=
+BENCH_TEST_FLAGS ?= $(SWIFT_TEST_FLAGS)
+BENCH_PACKAGE = Benchmarks
 BENCH_FLAGS ?=
 SWIFTC ?= swiftc
 FUZZ_SECONDS ?= 60
@@ -44,32 +51,32 @@ SWIFT_API_DIGESTER ?= swift-api-digester
 API_MODULES = RunLoopKit RunLoopKitMainExecutor
 COVERAGE_PATH ?= .build/coverage
 
-.PHONY: all deps python-deps build demo test test-sanitize compile-checks stress serve-bench bench fuzz soak docs docs-serve \
+.PHONY: all deps bench-deps check-library-only python-deps build demo test test-sanitize compile-checks stress serve-bench bench fuzz soak docs docs-serve \
 	api-check api-baseline coverage format lint clean
 
 all: build
 
-# libevent 2.1 from Debian/Ubuntu's libevent-dev (found via pkg-config as
-# libevent_core), and libuv1-dev and libglib2.0-dev for runloop-bench's other C
-# peers. Quiet and quick when they are already installed. apt-get update runs
-# only when the package lists are missing or older than a day.
+# The libraries the build needs, as pkg-config-name:Debian-package. The library's targets need
+# libevent 2.1 (libevent-dev, found as libevent_core); the benchmark's other C peers need libuv
+# and GLib, installed only for the targets that build the benchmark. Quiet and quick when they are
+# installed (scripts/apt-install.sh otherwise).
+LIBRARY_DEPS = libevent_core:libevent-dev
+BENCH_DEPS = libuv:libuv1-dev glib-2.0:libglib2.0-dev
+
+define install-missing
+	@missing=; \
+	command -v pkg-config >/dev/null 2>&1 || missing=pkg-config; \
+	for dep in $(1); do \
+		pkg-config --exists "$${dep%%:*}" 2>/dev/null || missing="$$missing $${dep#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then scripts/apt-install.sh $$missing; fi
+endef
+
 deps:
-	@if ! pkg-config --exists libevent_core libuv glib-2.0 2>/dev/null; then \
-		set -e; \
-		SUDO=; \
-		if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi; \
-		PKGS=; \
-		pkg-config --exists libevent_core 2>/dev/null || PKGS="$$PKGS libevent-dev"; \
-		pkg-config --exists libuv 2>/dev/null || PKGS="$$PKGS libuv1-dev"; \
-		pkg-config --exists glib-2.0 2>/dev/null || PKGS="$$PKGS libglib2.0-dev"; \
-		command -v pkg-config >/dev/null 2>&1 || PKGS="$$PKGS pkg-config"; \
-		if [ -z "$$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mtime -1 2>/dev/null | head -n 1)" ]; then \
-			echo "deps: updating apt package lists"; \
-			$$SUDO apt-get update; \
-		fi; \
-		echo "deps: installing $$PKGS"; \
-		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y $$PKGS; \
-	fi
+	$(call install-missing,$(LIBRARY_DEPS))
+
+bench-deps: deps
+	$(call install-missing,$(BENCH_DEPS))
 
 # python3, for the scripts of the docs, API and coverage targets.
 python-deps:
@@ -81,17 +88,25 @@ build: deps
 demo: deps
 	$(SWIFT) run runloop-demo
 
-test: deps
+test: deps bench-deps
 	$(SWIFT) test $(SWIFT_TEST_FLAGS)
+	$(SWIFT) test --package-path $(BENCH_PACKAGE) $(BENCH_TEST_FLAGS)
 
-# The whole suite under ThreadSanitizer, then AddressSanitizer (separate build directories).
-test-sanitize: deps
+# The whole suite under ThreadSanitizer, then AddressSanitizer (separate build directories), each
+# followed by the benchmark's tests.
+test-sanitize: deps bench-deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
 	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/scripts/tsan.supp" \
 		$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan $(SWIFT_TEST_FLAGS)
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/scripts/tsan.supp" \
+		$(SWIFT) test --package-path $(BENCH_PACKAGE) --sanitize=thread --scratch-path $(BENCH_PACKAGE)/.build/tsan \
+		$(BENCH_TEST_FLAGS)
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
 	ASAN_OPTIONS="detect_leaks=0" \
 		$(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan $(SWIFT_TEST_FLAGS)
+	ASAN_OPTIONS="detect_leaks=0" \
+		$(SWIFT) test --package-path $(BENCH_PACKAGE) --sanitize=address --scratch-path $(BENCH_PACKAGE)/.build/asan \
+		$(BENCH_TEST_FLAGS)
 
 # Racy programs must fail to compile, safe ones must compile without a warning and run, programs
 # that misuse a run-time check must stop with its message (scripts/compile-checks.sh).
@@ -106,9 +121,13 @@ stress: deps
 serve-bench: deps
 	SWIFT="$(SWIFT)" scripts/serve-bench.sh
 
-bench: deps
-	$(SWIFT) build -c release --product runloop-bench
-	.build/release/runloop-bench $(BENCH_FLAGS)
+# Run from the repository's root, so paths in BENCH_FLAGS (--json docs/benchmarks/...) are its.
+bench: bench-deps
+	$(SWIFT) build -c release --package-path $(BENCH_PACKAGE) --product runloop-bench
+	"$$($(SWIFT) build -c release --package-path $(BENCH_PACKAGE) --show-bin-path)/runloop-bench" $(BENCH_FLAGS)
+
+check-library-only: deps
+	SWIFT="$(SWIFT)" scripts/check-library-only.sh
 
 # Builds the fuzzer with swiftc directly (HTTPCore's sources plus the entry point, one module) and
 # runs it on a scratch copy of the seed corpus, so new inputs do not land in the repository.
@@ -201,11 +220,12 @@ coverage: deps python-deps
 		Sources/RunLoopKit $(COVERAGE_PATH)/RunLoopKit.md
 
 format:
-	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+	$(SWIFT) format --in-place --recursive Sources Tests Package.swift $(BENCH_PACKAGE)/Sources \
+		$(BENCH_PACKAGE)/Tests $(BENCH_PACKAGE)/Package.swift
 
 lint:
-	$(SWIFT) format lint --recursive Sources Tests
+	$(SWIFT) format lint --recursive Sources Tests $(BENCH_PACKAGE)/Sources $(BENCH_PACKAGE)/Tests
 
 clean:
 	$(SWIFT) package clean
-	rm -rf .build
+	rm -rf .build $(BENCH_PACKAGE)/.build

@@ -7,11 +7,10 @@ let package = Package(
         .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
         .library(name: "RunLoopKitMainExecutor", targets: ["RunLoopKitMainExecutor"]),
         .executable(name: "runloop-demo", targets: ["runloop-demo"]),
-        .executable(name: "runloop-bench", targets: ["runloop-bench"]),
         .executable(name: "runloop-httpd", targets: ["runloop-httpd"]),
     ],
     targets: [
-        // libevent 2.1 from Debian's libevent-dev; only the backend file of RunLoopKit imports it.
+        // libevent 2.1 from Debian's libevent-dev; only RunLoopKit's Backend files import it.
         .systemLibrary(
             name: "CLibevent",
             path: "Modulemaps/CLibevent",
@@ -40,39 +39,6 @@ let package = Package(
             dependencies: ["RunLoopKit", "RunLoopKitMainExecutor"]
         ),
 
-        // Benchmark: RunLoopKit side by side with Foundation's RunLoop, and raw libevent, libuv and GLib in C.
-        // libuv and GLib from Debian's libuv1-dev and libglib2.0-dev: the benchmark's other C peers.
-        .systemLibrary(
-            name: "CLibuv",
-            path: "Modulemaps/CLibuv",
-            pkgConfig: "libuv",
-            providers: [.apt(["libuv1-dev"])]
-        ),
-        .systemLibrary(
-            name: "CGLib",
-            path: "Modulemaps/CGLib",
-            pkgConfig: "glib-2.0",
-            providers: [.apt(["libglib2.0-dev"])]
-        ),
-        // What the C peers share: results, the function table, the post and ping-pong workloads.
-        .target(name: "CRawPeer"),
-        .target(
-            name: "CRawLibevent",
-            dependencies: ["CLibevent", "CRawPeer"]
-        ),
-        .target(
-            name: "CRawLibuv",
-            dependencies: ["CLibuv", "CRawPeer"]
-        ),
-        .target(
-            name: "CRawGLib",
-            dependencies: ["CGLib", "CRawPeer"]
-        ),
-        .executableTarget(
-            name: "runloop-bench",
-            dependencies: ["RunLoopKit", "CRawPeer", "CRawLibevent", "CRawLibuv", "CRawGLib"]
-        ),
-
         // HTTP/1.1 server on RunLoopKit, and the same server on raw libevent in C for comparison.
         .target(
             name: "HTTPCore",
@@ -88,13 +54,14 @@ let package = Package(
             dependencies: ["CLibevent"]
         ),
 
-        .testTarget(
-            name: "RunLoopKitTests",
-            dependencies: ["RunLoopKit", "runloop-mainqueue-probe"]
+        // The tests' per-thread count of allocation calls (malloc and its kin, in place of glibc's).
+        .target(
+            name: "AllocationCounter",
+            path: "Tests/AllocationCounter"
         ),
         .testTarget(
-            name: "BenchTests",
-            dependencies: ["runloop-bench"]
+            name: "RunLoopKitTests",
+            dependencies: ["RunLoopKit", "runloop-mainqueue-probe", "AllocationCounter"]
         ),
         .testTarget(
             name: "HTTPDTests",

@@ -4,7 +4,8 @@
 Every ```swift block of these documents must appear, line for line, in a file that runs it and
 checks what the text around it says it does:
 
-- the DocC articles, Sources/RunLoopKit/RunLoopKit.docc/*.md: DocumentationTests.swift;
+- the DocC articles, Sources/RunLoopKit/RunLoopKit.docc/*.md: DocumentationTests.swift, or the
+  file DOCC names for an article;
 - docs/Guide.md, chapter by chapter (a `## ` heading with its `###` sections): the files GUIDE
   names, one test file per concept (and runloop-mainqueue-probe for the `main.swift` that needs
   the process's main thread); a chapter with Swift code and no entry there fails the check;
@@ -36,6 +37,11 @@ import sys
 root = pathlib.Path(__file__).resolve().parent.parent
 TESTS = "Tests/RunLoopKitTests/"
 
+# DocC articles whose code a file of its own runs (the others: DocumentationTests.swift).
+DOCC = {
+    "WritingAServer.md": [TESTS + "DocumentationServerTests.swift"],
+}
+
 # docs/Guide.md's chapters, and the files that run their code.
 GUIDE = {
     "What a loop is": [TESTS + "GuideLoopTests.swift"],
@@ -54,6 +60,7 @@ GUIDE = {
     "Loop groups for servers": [TESTS + "GuideSourceTests.swift"],
     "Work off the loop": [TESTS + "GuideWorkTests.swift"],
     "Servers": [TESTS + "GuideServerTests.swift"],
+    "Datagrams": [TESTS + "DatagramTests.swift"],
     # The main queue's `main.swift` needs the process's main thread: the probe runs it
     # (MainQueueTests checks what it prints).
     "Swift concurrency and Dispatch": [
@@ -138,7 +145,7 @@ def blocks(document):
 def runners(document, chapter):
     """The files that must run a block of `document` in `chapter`, or None if there are none."""
     if document.parent.name == "RunLoopKit.docc":
-        return [TESTS + "DocumentationTests.swift"]
+        return DOCC.get(document.name, [TESTS + "DocumentationTests.swift"])
     if document.name == "README.md":
         return [TESTS + "ReadmeTests.swift"]
     return GUIDE.get(chapter)

@@ -53,6 +53,13 @@ LoopConnection.connect(to: listener.localAddress, on: loop) { result in
         connection.close()
     }
 }
+let datagrams = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
+datagrams.onReceive { socket, _, _ in
+    seen.saw("datagram")
+    socket.invalidate()
+}
+loop.add(datagrams, forMode: .default)
+datagrams.send([1], to: datagrams.localAddress)
 let child = try LoopProcess(executable: "/bin/true")
 child.onExit { _, _ in seen.saw("exit") }
 loop.add(child, forMode: .default)
@@ -60,6 +67,6 @@ loop.schedule(after: .milliseconds(1)) { seen.saw("schedule") }
 LoopWorkPool.shared.run({ 1 }, completingOn: loop) { _ in seen.saw("completion") }
 
 let deadline = ContinuousClock.now + .seconds(20)
-while seen.count < 14 && ContinuousClock.now < deadline { usleep(1000) }
-precondition(seen.count == 14, "saw only \(seen.kinds.withLock { $0.sorted() })")
+while seen.count < 15 && ContinuousClock.now < deadline { usleep(1000) }
+precondition(seen.count == 15, "saw only \(seen.kinds.withLock { $0.sorted() })")
 worker.stop()

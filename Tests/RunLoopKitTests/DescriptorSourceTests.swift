@@ -3,42 +3,6 @@ import Testing
 
 @testable import RunLoopKit
 
-/// A connected pair of non-blocking Unix stream sockets, closed on deinit.
-final class SocketPair: Sendable {
-    let left: Int32
-    let right: Int32
-
-    init() {
-        var fds: [Int32] = [0, 0]
-        let code = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &fds)
-        precondition(code == 0, "socketpair failed")
-        left = fds[0]
-        right = fds[1]
-    }
-
-    deinit {
-        close(left)
-        close(right)
-    }
-
-    func send(_ byte: UInt8, from descriptor: Int32) {
-        var value = byte
-        _ = write(descriptor, &value, 1)
-    }
-
-    /// Reads everything available; returns the bytes.
-    func drain(_ descriptor: Int32) -> [UInt8] {
-        var result: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 256)
-        while true {
-            let count = read(descriptor, &buffer, buffer.count)
-            guard count > 0 else { break }
-            result += buffer[0..<count]
-        }
-        return result
-    }
-}
-
 @Suite struct DescriptorSourceTests {
     @Test func readableDescriptorIsServedAndCountsAsHandled() throws {
         let pair = SocketPair()

@@ -8,10 +8,8 @@ import Testing
 // scripts/check-doc-snippets.py, run by `make docs`, fails when an article's code is missing here,
 // so a snippet that stops compiling or behaving as its article says fails a test.
 
-/// What the snippets print, in order: they call this file's `print`.
-private let printed = Recorder<String>()
-
-private func print(_ text: String) { printed.append(text) }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 /// A stand-in for a blocking call of the work-off-the-loop article.
 private func loadTemplate(named name: String) throws -> String { "<\(name)>" }
@@ -207,7 +205,7 @@ private func performFromAnyThread() {
 
 private func customSource() -> Loop.RunResult {
     let loop = Loop.current
-    let inbox = Inbox()  // your own thread-safe queue
+    let inbox = MessageQueue()  // your own thread-safe queue
     let source = LoopSource { print("drained \(inbox.drain())") }
     loop.add(source, forMode: .default)
 
@@ -371,6 +369,54 @@ actor IOActor {
         // Always on the "io-actor" thread:
         Loop.current === IOActor.thread.loop
     }
+}
+
+private func perConnectionState() throws -> (LoopThread, LoopListener) {
+    let uploads = LoopThread(name: "uploads")
+    let address = try SocketAddress(ipv4: "127.0.0.1", port: 0)
+    let listener = try LoopListener(address: address) { connection in
+        var received = 0  // this connection's own: moved into its handler
+        connection.onRead { connection, buffer in
+            received += buffer.count
+            buffer.consume(buffer.count)
+            // A quota per connection:
+            if received > 1 << 20 { connection.abort() }
+        }
+    }
+    uploads.loop.add(listener, forMode: .common)
+    return (uploads, listener)
+}
+
+private func sharedState(
+    _ uploads: LoopThread, address: SocketAddress
+) async throws -> (LoopListener, LoopBound<Int>, Int) {
+    let connected = LoopBound(0, on: uploads.loop)  // open connections
+    let counted = try LoopListener(address: address) { connection in
+        connected.value += 1
+        connection.onEvent { _, event in
+            if case .closed = event { connected.value -= 1 }
+        }
+    }
+    uploads.loop.add(counted, forMode: .common)
+    // From any other thread, or task:
+    let count = try await uploads.loop.submit { connected.value }
+    return (counted, connected, count)
+}
+
+private func isolatedHandler() -> [String] {
+    let loop = Loop.current
+    var lines: [String] = []
+    let port = LoopPort<String>(loop.isolated { line in lines.append(line) })
+    loop.add(port, forMode: .default)
+    port.send("first")  // from any thread
+    port.send("second")
+    while lines.count < 2 {
+        loop.run(
+            mode: .default, for: .seconds(1), returnAfterSourceHandled: true)
+    }
+    // lines is ["first", "second"]
+    port.invalidate()
+    return lines
 }
 
 private func actorOnALoop() async -> Bool {
@@ -585,6 +631,58 @@ private func ownInstrument() {
         #expect(printed.events.first?.hasSuffix(": exited(3)") == true)
 
         #expect(onFreshThread { supervisor() } == 3)
+    }
+
+    /// The handler rules' three idioms: state moved into a handler, a `LoopBound` shared by
+    /// handlers and read through `submit`, a handler isolated to the calling thread's loop.
+    @Test func handlerRules() async throws {
+        let (uploads, listener) = try perConnectionState()
+        defer { uploads.shutdown() }
+        // Python's client: a small upload ends in an orderly close, one over the quota in a reset.
+        let (output, _) = try runPython(
+            """
+            import socket, sys
+            port = int(sys.argv[1])
+            small = socket.create_connection(("127.0.0.1", port))
+            small.sendall(b"x" * 1000)
+            small.shutdown(socket.SHUT_WR)
+            small.settimeout(20)
+            print("small:", "closed" if small.recv(1) == b"" else "data")
+            large = socket.create_connection(("127.0.0.1", port))
+            large.settimeout(20)
+            try:
+                large.sendall(b"x" * (4 << 20))
+                large.shutdown(socket.SHUT_WR)
+                print("large:", "closed" if large.recv(1) == b"" else "data")
+            except (ConnectionResetError, BrokenPipeError):
+                print("large: reset")
+            """, [String(listener.localAddress.port!)])
+        #expect(output == "small: closed\nlarge: reset\n")
+
+        let (counted, connected, count) = try await sharedState(
+            uploads, address: SocketAddress(ipv4: "127.0.0.1", port: 0))
+        #expect(count == 0)
+        let client = LoopThread(name: "counted-clients")
+        defer { client.shutdown() }
+        var connections: [LoopConnection] = []
+        for _ in 0..<3 {
+            connections.append(try await LoopConnection.connect(to: counted.localAddress, on: client.loop))
+        }
+        /// Whether the count read on the loop becomes `expected` within 10 s.
+        func openCount(becomes expected: Int) async -> Bool {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while (try? await uploads.loop.submit { connected.value }) != expected {
+                guard ContinuousClock.now < deadline else { return false }
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+            return true
+        }
+        #expect(await openCount(becomes: 3))
+        connections[0].close()
+        #expect(await openCount(becomes: 2))
+        for connection in connections.dropFirst() { connection.close() }
+
+        #expect(await awaitFreshThread { isolatedHandler() } == ["first", "second"])
     }
 
     @Test func concurrency() async throws {

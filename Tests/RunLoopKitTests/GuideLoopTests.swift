@@ -7,13 +7,8 @@ import Testing
 // those chapters appears here verbatim (indentation aside); scripts/check-doc-snippets.py, run by
 // `make docs`, fails when one is missing here.
 
-/// What the snippets print, in order: they call this file's `print`.
-private let printed = Recorder<String>()
-
-private func print(_ text: String) { printed.append(text) }
-
-/// For the snippets that print a value that is not a string.
-private func print(_ value: some Any) { printed.append("\(value)") }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 // MARK: What a loop is, running a loop
 
@@ -153,7 +148,7 @@ private func cleanupOnExit() {
     }
     worker.loop.add(cleanup, forMode: .common)
     // ...
-    worker.stop()  // the worker's run exits: cleanup runs, then the thread ends
+    worker.shutdown()  // the worker's run exits: cleanup runs, then the thread ends
 }
 
 // MARK: Modes
@@ -216,7 +211,7 @@ private func stopFromAnotherThread() {
     let heartbeat = LoopTimer(after: .milliseconds(200), repeating: .milliseconds(200)) { _ in print("alive") }
     loop.add(heartbeat, forMode: .default)
     loop.run()  // returns after about a second
-    stopper.stop()
+    stopper.shutdown()
     heartbeat.invalidate()
 }
 

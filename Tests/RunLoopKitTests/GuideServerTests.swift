@@ -6,10 +6,8 @@ import Testing
 // here verbatim (indentation aside), each in a function of its own; scripts/check-doc-snippets.py,
 // run by `make docs`, fails when the chapter's code is missing here.
 
-/// What the snippets print, in order: they call this file's `print`.
-private let printed = Recorder<String>()
-
-private func print(_ text: String) { printed.append(text) }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 /// The line-echo server; returns its thread and the port its listener got.
 private func echoServer() throws -> (server: LoopThread, port: Int) {

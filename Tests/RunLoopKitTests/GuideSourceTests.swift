@@ -8,10 +8,8 @@ import Testing
 // (indentation aside); scripts/check-doc-snippets.py, run by `make docs`, fails when one is
 // missing here.
 
-/// What the snippets print, in order: they call this file's `print`.
-private let printed = Recorder<String>()
-
-private func print(_ text: String) { printed.append(text) }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 /// A stand-in for the handling of an inbox's messages.
 private func handle(_ messages: [String]) { print("handling \(messages)") }
@@ -36,7 +34,7 @@ private func startListening(on loop: Loop) { listening.append(Loop.current === l
 
 private func customSource() -> Loop.RunResult {
     let message = "hello"
-    let inbox = Inbox()  // your own thread-safe queue
+    let inbox = MessageQueue()  // your own thread-safe queue
     let source = LoopSource { handle(inbox.drain()) }  // runs on the loop thread
     Loop.current.add(source, forMode: .default)
 
@@ -86,7 +84,7 @@ private func backgroundThread() {
 
     // ...
     _ = waitUntil { printed.events.contains("polling") }
-    background.stop()  // stops the loop and joins the thread
+    background.shutdown()  // ends the loop for good and joins the thread
 }
 
 /// A worker started while the process has no descriptor left, then once it has them back.
@@ -117,7 +115,7 @@ private func waitingForABackgroundJob() {
         done.signal()
     }
     loop.run(mode: .default, for: .seconds(10), returnAfterSourceHandled: true)  // .handledSource
-    worker.stop()
+    worker.shutdown()
     done.invalidate()
 }
 
@@ -187,7 +185,8 @@ private func messagePort() {
     }
     worker.loop.add(commands, forMode: .default)
     commands.send(.reload)  // from any thread
-    _ = waitUntil { printed.count == 1 }
+    commands.send(contentsOf: [.flush, .reload])  // many at once: one lock, one wake-up
+    _ = waitUntil { printed.count == 3 }
     worker.stop()
 }
 
@@ -264,7 +263,11 @@ private func loopGroup() {
 
     @Test func aPortDeliversOnTheWorkerThread() async {
         await awaitFreshThread { messagePort() }
-        #expect(printed.events == ["handling reload on the loop thread"])
+        #expect(
+            printed.events == [
+                "handling reload on the loop thread", "handling flush on the loop thread",
+                "handling reload on the loop thread",
+            ])
     }
 
     @Test func sigtermStopsTheLoopAfterTheShutdownWork() async {

@@ -6,9 +6,8 @@ import Testing
 // appears here verbatim (indentation aside); scripts/check-doc-snippets.py, run by `make docs`,
 // fails when one is missing.
 
-/// What the handler-rule snippets printed.
-private let printed = Recorder<String>()
-private func print(_ line: String) { printed.append(line) }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 @Suite(.serialized) struct GuideThreadRulesTests {
     /// A per-connection `var` moved into its read handler, on a worker loop: each connection
@@ -72,5 +71,3 @@ private func print(_ line: String) { printed.append(line) }
         #expect(printed.events == ["true"])
     }
 }
-
-private func print(_ value: Bool) { printed.append("\(value)") }

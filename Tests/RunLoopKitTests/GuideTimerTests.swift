@@ -6,10 +6,8 @@ import Testing
 // Every ```swift block of those chapters appears here verbatim (indentation aside);
 // scripts/check-doc-snippets.py, run by `make docs`, fails when one is missing here.
 
-/// What the snippets print, in order: they call this file's `print`.
-private let printed = Recorder<String>()
-
-private func print(_ text: String) { printed.append(text) }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 /// When the sampler's callouts came.
 private let samples = Recorder<ContinuousClock.Instant>()

@@ -7,10 +7,8 @@ import Testing
 // stands where a block says `// ...`. scripts/check-doc-snippets.py, run by `make docs`, fails
 // when one is missing here.
 
-/// What the snippets print, in order: they call this file's `print`.
-private let printed = Recorder<String>()
-
-private func print(_ text: String) { printed.append(text) }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 /// A stand-in for a server's log.
 private func log(_ text: String) { print(text) }

@@ -8,10 +8,8 @@ import Testing
 // (indentation aside); scripts/check-doc-snippets.py, run by `make docs`, fails when one is
 // missing here.
 
-/// What the snippets print, in order: they call this file's `print`.
-private let printed = Recorder<String>()
-
-private func print(_ text: String) { printed.append(text) }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 /// Stand-ins for a blocking call, what uses its result, and a log.
 private func loadTemplate(named name: String) throws -> String { "<\(name)>" }

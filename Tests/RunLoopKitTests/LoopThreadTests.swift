@@ -5,8 +5,24 @@ import Testing
 
 @testable import RunLoopKit
 
-/// `LoopThread`: a named thread that runs its loop until `stop()`, which stops it and joins it.
+/// `LoopThread`: a named thread that runs its loop until `shutdown()` (or `stop()`, the same
+/// call), which ends it and joins it.
 @Suite struct LoopThreadTests {
+    /// The two names of ending a `LoopThread` for good.
+    enum Ending: String, CaseIterable, Sendable {
+        case shutdown, stop
+
+        func end(_ thread: LoopThread) {
+            switch self {
+            case .shutdown: thread.shutdown()
+            case .stop: thread.stop()
+            }
+        }
+
+        /// The other name.
+        var other: Ending { self == .shutdown ? .stop : .shutdown }
+    }
+
     @Test(arguments: ["worker", "exactly15bytes!", "a-name-longer-than-fifteen-bytes"])
     func runsBlocksOnAThreadWithTheGivenName(name: String) {
         let thread = LoopThread(name: name)
@@ -27,7 +43,8 @@ import Testing
         #expect(thread.name == name)
     }
 
-    @Test func stopStopsAndJoinsTheThread() {
+    @Test(arguments: Ending.allCases)
+    func endingRunsWhatWasPostedThenJoinsTheThread(_ ending: Ending) {
         let thread = LoopThread(name: "stop-and-join")
         let loop = thread.loop
         // Items of a loop are released when its thread exits: once stop() has joined, they are invalid.
@@ -38,16 +55,41 @@ import Testing
         let ran = DispatchSemaphore(value: 0)
         loop.perform { ran.signal() }
         #expect(ran.wait(timeout: .now() + 2) == .success)
+        // Posted just before the end: it runs before the call returns.
+        let lastRan = Locked(false)
+        #expect(loop.perform { lastRan.withLock { $0 = true } })
 
-        thread.stop()
+        ending.end(thread)
+        #expect(lastRan.withLock { $0 }, "a block posted before \(ending)() did not run")
         #expect(!timer.isValid)
         #expect(!observer.isValid)
+        #expect(loop.hasEnded)
 
         let late = DispatchSemaphore(value: 0)
-        loop.perform { late.signal() }
-        #expect(late.wait(timeout: .now() + .milliseconds(100)) == .timedOut, "a block posted after stop() ran")
-        // A second stop() returns at once.
-        #expect(finishes(within: .seconds(2)) { thread.stop() })
+        #expect(!loop.perform { late.signal() })
+        #expect(late.wait(timeout: .now() + .milliseconds(100)) == .timedOut, "a block posted after \(ending)() ran")
+        // Idempotent, under either name.
+        #expect(finishes(within: .seconds(2)) { ending.end(thread) })
+        #expect(finishes(within: .seconds(2)) { ending.other.end(thread) })
+    }
+
+    /// `Loop.stop()` is another verb: it ends the current run, and the thread's loop runs on.
+    @Test func stoppingTheLoopEndsARunNotTheThread() {
+        let thread = LoopThread(name: "loop-stop")
+        defer { thread.shutdown() }
+        let loop = thread.loop
+        for _ in 0..<3 {
+            let stopped = DispatchSemaphore(value: 0)
+            loop.perform {
+                loop.stop()
+                stopped.signal()
+            }
+            #expect(stopped.wait(timeout: .now() + 2) == .success)
+        }
+        let ran = DispatchSemaphore(value: 0)
+        #expect(loop.perform { ran.signal() })
+        #expect(ran.wait(timeout: .now() + 2) == .success, "the loop did not run on after Loop.stop()")
+        #expect(!loop.hasEnded)
     }
 
     @Test(arguments: [Loop.Mode.default, .common])
@@ -75,7 +117,8 @@ import Testing
         #expect(!timer.isValid)
     }
 
-    @Test func stopFromABlockOnTheThreadItselfDoesNotDeadlock() {
+    @Test(arguments: Ending.allCases)
+    func endingFromABlockOnTheThreadItselfDoesNotDeadlock(_ ending: Ending) {
         let thread = LoopThread(name: "self-stop")
         let loop = thread.loop
         // Released when the thread exits and its loop is torn down.
@@ -83,18 +126,18 @@ import Testing
         loop.add(timer, forMode: .default)
         let returned = DispatchSemaphore(value: 0)
         loop.perform {
-            thread.stop()
+            ending.end(thread)
             returned.signal()
         }
-        #expect(returned.wait(timeout: .now() + 2) == .success, "stop() on the loop's own thread did not return")
+        #expect(returned.wait(timeout: .now() + 2) == .success, "\(ending)() on the loop's own thread did not return")
         // The thread exits once that block returns.
         let limit = ContinuousClock.now + .seconds(2)
         while timer.isValid && ContinuousClock.now < limit { sched_yield() }
-        #expect(!timer.isValid, "the thread did not exit after stopping itself")
-        #expect(finishes(within: .seconds(2)) { thread.stop() })
+        #expect(!timer.isValid, "the thread did not exit after ending itself")
+        #expect(finishes(within: .seconds(2)) { ending.other.end(thread) })
         let late = DispatchSemaphore(value: 0)
         loop.perform { late.signal() }
-        #expect(late.wait(timeout: .now() + .milliseconds(100)) == .timedOut, "the loop still ran after stop()")
+        #expect(late.wait(timeout: .now() + .milliseconds(100)) == .timedOut, "the loop still ran after \(ending)()")
     }
 }
 

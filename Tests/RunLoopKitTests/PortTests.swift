@@ -1,3 +1,4 @@
+import AllocationCounter
 import Foundation
 import Synchronization
 import Testing
@@ -132,5 +133,196 @@ import Testing
             port.invalidate()
         }
         #expect(delivered.events == [0, 1, 2, 3])
+    }
+
+    /// After a delivery the loop looks at the port again by itself, and senders stop signalling it
+    /// until the loop finds it empty: a message sent to a loop asleep after a delivery still wakes
+    /// it, and one sent after the handler took the port out of its mode is delivered once the port
+    /// is added back (to a loop asleep, which no sender signals).
+    @Test func aBusyPortStillWakesTheLoopAndSurvivesARemoval() {
+        let received = Recorder<Int>()
+        let elapsed = onFreshThread {
+            let loop = Loop.current
+            var port: LoopPort<Int>!
+            port = LoopPort<Int>(
+                loop.isolated { message in
+                    received.append(message)
+                    if message == 3 { loop.remove(port, forMode: .default) }
+                })
+            let sender: LoopPort<Int> = port
+            loop.add(port, forMode: .default)
+            port.send(1)
+            #expect(loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true) == .handledSource)
+            let start = ContinuousClock.now
+            whenAsleep(loop) { sender.send(2) }
+            #expect(loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true) == .handledSource)
+            let woken = ContinuousClock.now - start
+            port.send(3)
+            #expect(loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true) == .handledSource)
+            loop.add(LoopSource {}, forMode: .default)
+            port.send(4)
+            #expect(loop.run(mode: .default, for: .milliseconds(20)) == .timedOut)
+            let readded = ContinuousClock.now
+            whenAsleep(loop) { loop.add(sender, forMode: .default) }
+            #expect(loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true) == .handledSource)
+            let delivered = ContinuousClock.now - readded
+            port.invalidate()
+            return max(woken, delivered)
+        }
+        #expect(received.events == [1, 2, 3, 4])
+        #expect(elapsed < .seconds(1))
+    }
+
+    /// While an instrument listens, messages carry their posting time from the first delivery
+    /// on (the port learns at each delivery whether to stamp): the queue delay of all 10 of a
+    /// second batch is counted, and of none sent before metrics were on.
+    @Test func messagesCarryTheirQueueDelayWhileMetricsAreOn() {
+        let counted = onFreshThread { () -> (before: UInt64, after: UInt64) in
+            let loop = Loop.current
+            let port = LoopPort<Int> { _ in }
+            loop.add(port, forMode: .default)
+            port.send(0)
+            loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true)
+            loop.collectsMetrics = true
+            port.send(1)
+            loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true)
+            let before = loop.metrics.queueDelayCount
+            port.send(contentsOf: 2..<7)
+            for message in 7..<12 { port.send(message) }
+            loop.run(mode: .default, for: .seconds(2), returnAfterSourceHandled: true)
+            let after = loop.metrics.queueDelayCount
+            port.invalidate()
+            return (before, after)
+        }
+        #expect(counted.before == 0)
+        #expect(counted.after == 10)
+    }
+
+    /// `send(contentsOf:)` from 4 threads, from an array and from a sequence without contiguous
+    /// storage: every message delivered once, each call's messages together and in order, each
+    /// sender's calls in order; an empty sequence and a send after `invalidate()` deliver nothing.
+    @Test func batchSendsArriveWholeAndInOrder() {
+        let senders = 4
+        let batches = 200
+        let perBatch = 50
+        let received = Recorder<(sender: Int, index: Int)>()
+        onFreshThread {
+            let loop = Loop.current
+            let port = LoopPort<(sender: Int, index: Int)> { message in
+                received.append(message)
+                if received.count == senders * batches * perBatch { loop.stop() }
+            }
+            loop.add(port, forMode: .default)
+            for sender in 0..<senders {
+                Thread.detachNewThread {
+                    port.send(contentsOf: [])
+                    for batch in 0..<batches {
+                        let indices = batch * perBatch..<(batch + 1) * perBatch
+                        if batch.isMultiple(of: 2) {
+                            port.send(contentsOf: indices.map { (sender, $0) })
+                        } else {
+                            port.send(contentsOf: indices.lazy.map { (sender, $0) })
+                        }
+                    }
+                }
+            }
+            #expect(loop.run(mode: .default, for: .seconds(20)) == .stopped)
+            port.invalidate()
+            port.send(contentsOf: [(0, -1)])
+            #expect(loop.run(mode: .default, for: .zero) == .finished)
+        }
+        let events = received.events
+        #expect(events.count == senders * batches * perBatch)
+        for sender in 0..<senders {
+            let indices = events.filter { $0.sender == sender }.map(\.index)
+            #expect(indices == Array(0..<batches * perBatch), "sender \(sender) out of order or incomplete")
+        }
+        // Each call's messages are consecutive: a batch starts at a multiple of `perBatch` and the
+        // next `perBatch - 1` messages are the same sender's following ones.
+        var position = 0
+        while position < events.count {
+            let first = events[position]
+            #expect(first.index % perBatch == 0, "a batch interleaved at \(position)")
+            let whole = events[position..<min(position + perBatch, events.count)].elementsEqual(
+                (first.index..<first.index + perBatch).map { (first.sender, $0) }, by: { $0 == $1 })
+            #expect(whole, "the batch at \(position) is not whole")
+            position += perBatch
+        }
+    }
+
+    /// A port of a value type allocates nothing per message once its buffers have grown: at most
+    /// 1,000 allocation calls on the sending thread and the loop's thread together for 1,000,000
+    /// messages sent one by one, after 100,000 that let the buffers grow. Counted by the
+    /// AllocationCounter target, whose `malloc`, `calloc`, `realloc` and aligned allocations the
+    /// test executable uses in place of glibc's: each adds to a counter of the calling thread.
+    ///
+    /// The messages go in rounds of 62,500, each sent while the loop waits in the handler of the
+    /// previous round's last message, so that a round is one batch: the loop's passes stay few
+    /// whatever the timing (in a debug build a pass allocates the frames of its accessors).
+    @Test(.enabled(if: rlk_allocation_counting() != 0, "sanitizer builds count no allocations"))
+    func aValueMessageAllocatesNothingInSteadyState() {
+        struct Reading: Sendable {
+            var index: Int
+            var weight: Int
+            var sender: Int
+        }
+        /// The loop thread's state, touched only there.
+        final class Delivered: @unchecked Sendable {
+            var count = 0
+            var sum = 0
+            var allocationsAtStart: UInt64 = 0
+            var allocationsAtEnd: UInt64 = 0
+        }
+        let round = 62_500
+        let warmUpRounds = 2
+        let rounds = warmUpRounds + 16
+        let delivered = Delivered()
+        let senderAllocations = Locked<UInt64?>(nil)
+        let roundDelivered = DispatchSemaphore(value: 0)
+        let roundSent = DispatchSemaphore(value: 0)
+        let sent = DispatchSemaphore(value: 0)
+        let result = onFreshThread {
+            let loop = Loop.current
+            let port = LoopPort<Reading> { reading in
+                delivered.sum &+= reading.index &* reading.weight &+ reading.sender
+                delivered.count += 1
+                guard delivered.count.isMultiple(of: round) else { return }
+                if delivered.count == warmUpRounds * round { delivered.allocationsAtStart = rlk_thread_allocations() }
+                if delivered.count == rounds * round {
+                    delivered.allocationsAtEnd = rlk_thread_allocations()
+                    loop.stop()
+                    return
+                }
+                roundDelivered.signal()
+                _ = roundSent.wait(timeout: .now() + 30)
+            }
+            loop.add(port, forMode: .default)
+            Thread.detachNewThread {
+                var start: UInt64 = 0
+                for number in 0..<rounds {
+                    // The loop waits at the end of the previous round until this one is sent.
+                    if number > 0 { _ = roundDelivered.wait(timeout: .now() + 30) }
+                    if number == warmUpRounds { start = rlk_thread_allocations() }
+                    for index in number * round..<(number + 1) * round {
+                        port.send(Reading(index: index, weight: index & 7, sender: 1))
+                    }
+                    if number > 0 { roundSent.signal() }
+                }
+                let end = rlk_thread_allocations()
+                senderAllocations.withLock { $0 = end - start }
+                sent.signal()
+            }
+            let result = loop.run(mode: .default, for: .seconds(120))
+            port.invalidate()
+            return result
+        }
+        #expect(result == .stopped)
+        #expect(sent.wait(timeout: .now() + 30) == .success)
+        #expect(delivered.count == rounds * round)
+        let onSender = senderAllocations.withLock { $0 } ?? .max
+        let onLoop = delivered.allocationsAtEnd &- delivered.allocationsAtStart
+        #expect(
+            onSender <= 1_000 && onLoop <= 1_000 - min(onSender, 1_000),
+            "sender \(onSender), loop \(onLoop) allocations")
     }
 }

@@ -4,10 +4,8 @@ import Testing
 // The example of README.md, run. Its ```swift block appears here verbatim (indentation aside);
 // scripts/check-doc-snippets.py, run by `make docs`, fails when it is missing here.
 
-/// What the example prints, in order: it calls this file's `print`.
-private let printed = Recorder<String>()
-
-private func print(_ text: String) { printed.append(text) }
+/// What this file's snippets print, in order (`print` in Support.swift).
+private let printed = printLog()
 
 /// The example, on the calling thread's loop.
 private func example() {

@@ -68,20 +68,10 @@ func whenAsleep(_ loop: Loop, _ body: @escaping @Sendable () -> Void) {
 /// Runs `body` on a new pthread and joins it: when this returns, the thread has exited and its
 /// loop has been torn down.
 func runOnJoinedThread(_ body: @escaping @Sendable () -> Void) {
-    final class Context: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    switch Platform.startThread(body) {
+    case .success(let thread): Platform.joinThread(thread)
+    case .failure(let failure): preconditionFailure("pthread_create failed: \(failure)")
     }
-    var thread = pthread_t()
-    let context = Unmanaged.passRetained(Context(body)).toOpaque()
-    let code = pthread_create(
-        &thread, nil,
-        { raw in
-            Unmanaged<Context>.fromOpaque(raw!).takeRetainedValue().body()
-            return nil
-        }, context)
-    precondition(code == 0, "pthread_create failed (\(code))")
-    pthread_join(thread, nil)
 }
 
 /// Counts the deinits of the `Tracked` objects made from it: a test lets an object be captured by
@@ -129,6 +119,42 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
 }
 
 // MARK: Sockets
+
+/// A connected pair of non-blocking Unix stream sockets, closed on deinit.
+final class SocketPair: Sendable {
+    let left: Int32
+    let right: Int32
+
+    init() {
+        var fds: [Int32] = [0, 0]
+        let code = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &fds)
+        precondition(code == 0, "socketpair failed")
+        left = fds[0]
+        right = fds[1]
+    }
+
+    deinit {
+        close(left)
+        close(right)
+    }
+
+    func send(_ byte: UInt8, from descriptor: Int32) {
+        var value = byte
+        _ = write(descriptor, &value, 1)
+    }
+
+    /// Reads everything available; returns the bytes.
+    func drain(_ descriptor: Int32) -> [UInt8] {
+        var result: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            guard count > 0 else { break }
+            result += buffer[0..<count]
+        }
+        return result
+    }
+}
 
 /// Waits (up to `limit`) until `condition` holds; returns whether it did. For outcomes another
 /// thread reaches in its own time, such as a server closing its side.
@@ -304,8 +330,9 @@ func once(_ condition: @escaping @Sendable () -> Bool, then body: @escaping @Sen
     thread.start()
 }
 
-/// A stand-in for "your own thread-safe queue" of the documentation's custom sources.
-final class Inbox: Sendable {
+/// A stand-in for "your own thread-safe queue" of the documentation's custom sources. Not named
+/// `Inbox`: that is the library's own type, which `@testable import` makes visible here.
+final class MessageQueue: Sendable {
     private let messages = Locked<[String]>([])
     func push(_ message: String) { messages.withLock { $0.append(message) } }
     func drain() -> [String] {
@@ -489,3 +516,26 @@ func runPython(_ script: String, _ arguments: [String] = []) throws -> (output: 
     }
     return (String(decoding: data, as: UTF8.self), exited)
 }
+
+// MARK: What the documentation's snippets print
+
+/// The log of what the snippets of the calling file printed, in order (`private let printed =
+/// printLog()` in each file that runs snippets): one log per file, so that suites of different
+/// files running in parallel do not mix their lines.
+func printLog(fileID: String = #fileID) -> Recorder<String> {
+    printLogs.withLock { logs in
+        if let log = logs[fileID] { return log }
+        let log = Recorder<String>()
+        logs[fileID] = log
+        return log
+    }
+}
+
+/// The `print` of the documentation's snippets: appends `"\(value)"` to the calling file's
+/// `printLog()` instead of writing to standard output, so a test can check what a snippet printed.
+/// Any thread.
+func print(_ value: some Any, fileID: String = #fileID) {
+    printLog(fileID: fileID).append("\(value)")
+}
+
+private let printLogs = Locked<[String: Recorder<String>]>([:])

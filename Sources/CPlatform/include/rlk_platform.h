@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -49,6 +50,59 @@ static inline int rlk_stream_socket_pair(int fds[2]) { return socketpair(AF_UNIX
 /// `accept4` with SOCK_NONBLOCK | SOCK_CLOEXEC: the accepted socket is non-blocking and not
 /// inherited by child processes, in one system call. -1 with errno on failure.
 int rlk_accept(int fd, struct sockaddr *addr, socklen_t *addrlen);
+
+// MARK: Datagrams (datagrams.c)
+
+/// The most datagrams one `rlk_receive_datagrams` or `rlk_send_datagrams` call moves.
+#define RLK_DATAGRAM_BATCH 64
+
+/// `socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)`: -1 with errno on failure.
+int rlk_datagram_socket(int family);
+
+/// What `rlk_receive_datagrams` says of one datagram: its sender, its real length (more than the
+/// slot's size when it was truncated) and whether it was truncated.
+struct rlk_received {
+    struct sockaddr_storage address;
+    socklen_t address_length;
+    size_t length;
+    int truncated;
+};
+
+/// `recvmmsg(MSG_DONTWAIT | MSG_TRUNC)` of up to `count` (at most RLK_DATAGRAM_BATCH) datagrams
+/// into consecutive `size`-byte slots of `buffer`: how many were received, or -1 with errno.
+int rlk_receive_datagrams(int fd, unsigned char *buffer, size_t size, struct rlk_received *received,
+                          unsigned int count);
+
+/// One datagram to send: its bytes and its destination (`address_length` 0: the connected peer).
+struct rlk_outgoing {
+    const void *bytes;
+    size_t length;
+    struct sockaddr_storage address;
+    socklen_t address_length;
+};
+
+/// Sends up to `count` (at most RLK_DATAGRAM_BATCH) datagrams in order with MSG_DONTWAIT |
+/// MSG_NOSIGNAL: one with `sendto`, more with one `sendmmsg`. How many were sent (the first one
+/// not sent failed, or would have blocked), or -1 with errno when the first one failed.
+int rlk_send_datagrams(int fd, const struct rlk_outgoing *outgoing, unsigned int count);
+
+/// IP_ADD_MEMBERSHIP (`join` 1) or IP_DROP_MEMBERSHIP on `interface` (NULL: INADDR_ANY, the
+/// kernel's choice). -1 with errno on failure.
+int rlk_join_ipv4_group(int fd, const struct sockaddr_in *group, const struct sockaddr_in *interface, int join);
+/// IPV6_ADD_MEMBERSHIP (`join` 1) or IPV6_DROP_MEMBERSHIP on interface `interface_index` (0: the
+/// kernel's choice). -1 with errno on failure.
+int rlk_join_ipv6_group(int fd, const struct sockaddr_in6 *group, unsigned int interface_index, int join);
+/// IP_MULTICAST_IF: multicast goes out of the interface with this address.
+int rlk_set_ipv4_multicast_interface(int fd, const struct sockaddr_in *interface);
+/// IPV6_MULTICAST_IF.
+int rlk_set_ipv6_multicast_interface(int fd, unsigned int interface_index);
+/// IP_MULTICAST_TTL or IPV6_MULTICAST_HOPS for `family`.
+int rlk_set_multicast_hops(int fd, int family, int hops);
+/// IP_MULTICAST_LOOP or IPV6_MULTICAST_LOOP for `family`.
+int rlk_set_multicast_loop(int fd, int family, int enabled);
+/// The index of the interface that has the IPv6 address `address` (`getifaddrs`), or -1 with
+/// errno (EADDRNOTAVAIL when no interface has it).
+int rlk_interface_index(const struct sockaddr_in6 *address);
 
 // MARK: Process-wide signal delivery
 //

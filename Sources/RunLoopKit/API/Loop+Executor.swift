@@ -1,5 +1,3 @@
-import Glibc
-
 // A loop as a Swift concurrency executor: actors whose `unownedExecutor` is a loop run on its
 // thread, and tasks that prefer a loop run their non-isolated code there.
 //
@@ -40,7 +38,7 @@ extension Loop: SerialExecutor, TaskExecutor {
     ///
     /// Any thread.
     public func isIsolatingCurrentContext() -> Bool? {
-        isCurrentThread || (hasEnded && afterlife.withLock { $0.isDrainedBy(pthread_self()) })
+        isCurrentThread || (hasEnded && afterlife.withLock { $0.isDrainedByCurrentThread })
     }
 
     /// Runs `body` on the loop's thread (in its common modes) and returns its result or error.
@@ -73,7 +71,7 @@ extension Loop: SerialExecutor, TaskExecutor {
     /// Runs `job` on the calling thread after the loop has ended, serially with the loop's other
     /// late jobs (see the top of this file).
     func runAfterEnd(_ job: UnownedJob) {
-        let drains = afterlife.withLock { $0.enqueue(job, by: pthread_self()) }
+        let drains = afterlife.withLock { $0.enqueue(job, by: Platform.currentThread) }
         guard drains else { return }
         while let next = afterlife.withLock({ $0.next() }) {
             next.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
@@ -96,10 +94,10 @@ extension Loop: SerialExecutor, TaskExecutor {
 struct AfterlifeQueue {
     private var jobs: [UnownedJob] = []
     private var head = 0
-    private var drainer: pthread_t?
+    private var drainer: Platform.Thread?
 
     /// Queues `job`; returns true if `thread` is to run the queue (no other thread is).
-    mutating func enqueue(_ job: UnownedJob, by thread: pthread_t) -> Bool {
+    mutating func enqueue(_ job: UnownedJob, by thread: Platform.Thread) -> Bool {
         jobs.append(job)
         guard drainer == nil else { return false }
         drainer = thread
@@ -118,8 +116,9 @@ struct AfterlifeQueue {
         return jobs[head]
     }
 
-    func isDrainedBy(_ thread: pthread_t) -> Bool {
-        drainer.map { pthread_equal($0, thread) != 0 } ?? false
+    /// Whether the calling thread is the one running the queue.
+    var isDrainedByCurrentThread: Bool {
+        drainer.map(Platform.isCurrentThread) ?? false
     }
 }
 

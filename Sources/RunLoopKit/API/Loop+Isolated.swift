@@ -57,6 +57,18 @@ extension Loop {
         }
     }
 
+    /// Wraps a three-argument handler (a datagram socket's `onReceive`) that uses state of the
+    /// loop's own thread; see ``isolated(_:)-(()->Void)``.
+    ///
+    /// On the loop's thread only, like the returned handler.
+    public func isolated<A, B, C>(_ handler: @escaping (A, B, C) -> Void) -> @Sendable (A, B, C) -> Void {
+        let box = isolatedBox(handler)
+        return { a, b, c in
+            box.check()
+            box.value(a, b, c)
+        }
+    }
+
     /// Wraps an `onRead` handler that uses state of the loop's own thread; see
     /// ``isolated(_:)-(()->Void)``.
     ///

@@ -12,9 +12,8 @@ public final class Loop: @unchecked Sendable {
 
     /// Mode tables, the common set, and the run stack, shared with other threads. Behind a lock
     /// word rather than a `Locked`: adding a timer and invalidating it take this lock once each,
-    /// and the pthread mutex's lock and unlock calls were two atomic operations and about 130
-    /// instructions of a timer's 1,835 (callgrind, `runloop-bench --filter churn`: 1,707 with
-    /// the lock word; the churn rate went from 0.42× to 0.46× raw libevent's).
+    /// and a pthread mutex's lock and unlock calls would add two atomic operations and about 130
+    /// instructions to each timer (callgrind, `runloop-bench --filter churn`).
     let state: WordLocked<ModeTable>
     /// The mode tables' change counter (`state.version`), read without taking the lock.
     let tablesVersion: TableVersion
@@ -47,9 +46,9 @@ public final class Loop: @unchecked Sendable {
     let afterlife = Locked(AfterlifeQueue())
     /// Blocks scheduled for later, and the atomics mirroring the queue's top so that a pass takes
     /// no lock unless one is due (see `Loop+Schedule.swift`). Behind a lock word: each
-    /// `schedule(after:)` and `cancel()` takes it once for a few heap operations (callgrind,
-    /// `runloop-bench --filter 14`, against a pthread mutex: 1,018 → 902 instructions per block
-    /// scheduled and cancelled, 1,493 → 1,406 per block of the half-fired row).
+    /// `schedule(after:)` and `cancel()` takes it once for a few heap operations, where a pthread
+    /// mutex would cost about 116 more instructions per block scheduled and cancelled (callgrind,
+    /// `runloop-bench --filter 14`).
     let scheduledQueue = WordLocked(ScheduledQueue())
     let scheduledWake = Atomic<Ticks>(.max)
     let scheduledDue = Atomic<Ticks>(.max)
@@ -138,7 +137,9 @@ public final class Loop: @unchecked Sendable {
     /// the thread-local copy is for reading.
     private static func install(_ loop: Loop) {
         let raw = Unmanaged.passRetained(loop).toOpaque()
-        pthread_setspecific(ThreadSlot.key, raw)
+        if case .failure(let failure) = Platform.setThreadValue(raw, for: ThreadSlot.key) {
+            preconditionFailure("RunLoopKit: pthread_setspecific failed: \(failure)")
+        }
         Platform.currentLoopPointer = raw
     }
 
@@ -268,20 +269,21 @@ public final class Loop: @unchecked Sendable {
 
 /// The thread-specific slot holding each thread's loop; its destructor tears the loop down.
 enum ThreadSlot {
-    static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        let rc = pthread_key_create(&key) { raw in
+    static let key: Platform.ThreadKey = {
+        let made = Platform.makeThreadKey { raw in
             guard let raw else { return }
             let loop = Unmanaged<Loop>.fromOpaque(raw).takeRetainedValue()
             // glibc has cleared the slot; tearDown must still see this thread as the loop's.
-            pthread_setspecific(ThreadSlot.key, raw)
+            Platform.setThreadValue(raw, for: ThreadSlot.key)
             Platform.currentLoopPointer = raw
             loop.tearDown()
-            pthread_setspecific(ThreadSlot.key, nil)
+            Platform.setThreadValue(nil, for: ThreadSlot.key)
             Platform.currentLoopPointer = nil
         }
-        precondition(rc == 0, "RunLoopKit: pthread_key_create failed (\(rc))")
-        return key
+        switch made {
+        case .success(let key): return key
+        case .failure(let failure): preconditionFailure("RunLoopKit: pthread_key_create failed: \(failure)")
+        }
     }()
 }
 
@@ -315,9 +317,9 @@ extension Loop {
         }
 
         // The three named modes are made from their names and hashes as literals, not kept in
-        // lazily initialised globals: every access to one of those is a call (`swift_once`), and
-        // `loop.add(timer, forMode: .default)` paid it on every timer (callgrind, `runloop-bench
-        // --filter churn`, the loop's own uses included: 1,561 → 1,506 instructions per timer).
+        // lazily initialised globals: every access to one of those is a call (`swift_once`), which
+        // `loop.add(timer, forMode: .default)` would pay on every timer: 55 instructions per timer,
+        // the loop's own uses included (callgrind, `runloop-bench --filter churn`).
 
         /// The mode a loop runs in by default.
         public static var `default`: Mode { Mode(name: "default", nameHash: 0xebad_a516_8620_c5fe) }

@@ -44,9 +44,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// The source's state behind a lock word in the object itself rather than a `Locked` (a
     /// pthread mutex in an allocation of its own; see `ItemCore`): the critical sections are a few
     /// field accesses, taken on every event the source serves, and a server has one source per
-    /// connection. With the connection's own lock word and lazy buffers (same change), measured
-    /// with `runloop-bench --memory-probe RunLoopKit connection 9000`: 3,828 → 2,200 bytes per idle
-    /// connection, both ends counted.
+    /// connection, mostly idle: an idle connection costs 2,072 bytes, both ends counted, as
+    /// libevent's bufferevent pair does (`runloop-bench --filter connections`).
     @exclusivity(unchecked) var core: ItemCore<State>
     /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
     @exclusivity(unchecked) var membership = Membership()

@@ -2,12 +2,12 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// A named thread running its own loop in `.default` until `stop()`: the background run-loop thread
-/// of iOS code (a thread that adds a `Port()` and runs forever), done right.
+/// A named thread running its own loop in `.default` until ``shutdown()``: the background
+/// run-loop thread of iOS code (a thread that adds a `Port()` and runs forever), done right.
 ///
 /// The loop needs no `Port()` to stay alive: the thread keeps it running even when `.default` is
-/// empty (without spinning), and a `stop()` of the loop by user code only ends the current run. Hand
-/// it work with `loop.perform`, or add timers and sources to `loop` from any thread.
+/// empty (without spinning), and a `Loop.stop()` by user code only ends the current run. Hand it
+/// work with `loop.perform`, or add timers and sources to `loop` from any thread.
 public final class LoopThread: @unchecked Sendable {
     /// The thread's loop. Available as soon as `init` returns.
     ///
@@ -28,7 +28,7 @@ public final class LoopThread: @unchecked Sendable {
         let started = DispatchSemaphore(value: 0)
         /// The thread's loop, or why it could not be created; set before `started` is signalled.
         let outcome = Locked<Result<Loop, LoopError>?>(nil)
-        let thread = Locked<pthread_t>(0)
+        let thread = Locked<Platform.Thread>(0)
         init(name: String) { self.name = name }
     }
 
@@ -73,19 +73,8 @@ public final class LoopThread: @unchecked Sendable {
     /// has gone, if the loop could not be created, or if the thread could not.
     private static func launch(name: String) throws(LoopError) -> (control: Control, loop: Loop) {
         let control = Control(name: name)
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(control).toOpaque()
-        let code = pthread_create(
-            &thread, nil,
-            { context in
-                let control = Unmanaged<Control>.fromOpaque(context!).takeRetainedValue()
-                LoopThread.main(control)
-                return nil
-            }, context)
-        guard code == 0 else {
-            Unmanaged<Control>.fromOpaque(context).release()
-            throw LoopError.systemCall("pthread_create for LoopThread \"\(name)\"", failedWith: Errno(code))
-        }
+        let thread = try Platform.startThread { LoopThread.main(control) }
+            .get(failing: "pthread_create for LoopThread \"\(name)\"")
         control.thread.withLock { $0 = thread }
         control.started.wait()
         switch control.outcome.withLock({ $0! }) {
@@ -93,7 +82,7 @@ public final class LoopThread: @unchecked Sendable {
             return (control, loop)
         case .failure(let error):
             // Joined before throwing: the thread's teardown closes the eventfd it may have opened.
-            pthread_join(thread, nil)
+            Platform.joinThread(thread)
             throw error
         }
     }
@@ -109,6 +98,7 @@ public final class LoopThread: @unchecked Sendable {
     /// has returned the loop has ended (``Loop/hasEnded``): `perform` returns false and releases
     /// the block unrun, `submit` throws a `LoopError`, adding an item does nothing. Called on the
     /// loop's own thread it returns at once and the thread exits when the current callout returns.
+    /// ``shutdown()`` is the same call, named as `LoopGroup` and `LoopWorkPool` name ending for good.
     public func stop() {
         requestStop()
         let thread = control.thread.withLock { $0 }
@@ -119,10 +109,24 @@ public final class LoopThread: @unchecked Sendable {
         guard first else { return }
         if loop.isCurrentThread {
             // Cannot join itself: let the thread's resources go when it exits.
-            pthread_detach(thread)
+            Platform.detachThread(thread)
         } else {
-            pthread_join(thread, nil)
+            Platform.joinThread(thread)
         }
+    }
+
+    /// Ends the thread for good: the blocks already posted run, then the loop ends (every run on
+    /// its stack returns, its `exit` observers run, its items are released) and the thread exits.
+    /// The same as ``stop()``, under the name `LoopGroup.shutdown()` and `LoopWorkPool.shutdown()`
+    /// give ending for good; `Loop.stop()` ends only the current run of a loop.
+    ///
+    /// Any thread; idempotent, whichever of `shutdown()` and `stop()` came first. Unless called on
+    /// the thread itself, it returns once the thread has exited; the loop has ended then
+    /// (``Loop/hasEnded``): `perform` returns false and releases the block unrun, `submit` throws
+    /// a `LoopError`, adding an item does nothing. Called on the loop's own thread it returns at
+    /// once, and the thread exits when the current callout returns.
+    public func shutdown() {
+        stop()
     }
 
     /// The longest prefix of `name` that fits the kernel's 15 bytes without splitting a character.

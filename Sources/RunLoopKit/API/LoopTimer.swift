@@ -95,8 +95,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.interval = interval.flatMap { $0.attoseconds > 0 ? $0 : nil }
         // A tolerance of zero is kept as given: `.zero` is a call into the standard library, made
         // only for a negative one. The handler is consumed: a copy of the (owned) `sending`
-        // parameter cost a retain and a release per timer (callgrind, `runloop-bench --filter
-        // churn`: 1,568 → 1,538 instructions a timer).
+        // parameter costs a retain and a release per timer (callgrind, `runloop-bench --filter churn`).
         var state = State(
             fireOffset: fireAt - TickClock.origin, tolerance: tolerance.attoseconds < 0 ? .zero : tolerance,
             handler: consume handler, missedFirePolicy: missedFirePolicy)

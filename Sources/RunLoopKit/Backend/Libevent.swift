@@ -2,7 +2,8 @@ internal import CLibevent
 import Glibc
 import Synchronization
 
-// The only file that talks to libevent. All of it runs on the loop's own thread.
+// The loop's event base: with LibeventBuffer.swift (the connections' evbuffers), the only code that
+// talks to libevent. All of it runs on the loop's own thread.
 //
 // Callbacks only record what fired and return: user callouts run in Swift after
 // `event_base_loop` has returned, so a callout may run the loop again (nested runs) without
@@ -70,11 +71,11 @@ final class LibeventBackend: EventBackend {
     }
 
     /// The loop's thread, which alone may use the backend (checked in debug builds).
-    private let thread = pthread_self()
+    private let thread = Platform.currentThread
 
     @inline(__always)
     private func assertLoopThread() {
-        assert(pthread_equal(thread, pthread_self()) != 0, "RunLoopKit: LibeventBackend used off its loop's thread")
+        assert(Platform.isCurrentThread(thread), "RunLoopKit: LibeventBackend used off its loop's thread")
     }
 
     /// `event_base_new_with_config` with no locking (only the loop's thread uses the base), plus the
@@ -85,10 +86,8 @@ final class LibeventBackend: EventBackend {
         guard let config = event_config_new() else { throw LoopError.backend("event_config_new failed") }
         defer { event_config_free(config) }
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
-        guard let base = event_base_new_with_config(config) else {
-            let code = errno
-            throw LoopError.backend("event_base_new_with_config failed (errno \(code))", systemError: code)
-        }
+        let base = try LibeventBackend.check(
+            Platform.libevent { event_base_new_with_config(config) }, "event_base_new_with_config")
         self.base = base
         do {
             self.timerDescriptor = try Platform.makeTimerDescriptor()
@@ -98,10 +97,20 @@ final class LibeventBackend: EventBackend {
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
         let persistentRead = Int32(EV_READ | EV_PERSIST)
-        wakeEvent = rlk_event_new(base, wakeDescriptor, persistentRead, LibeventBackend.onWake, context)
-        timerEvent = rlk_event_new(base, timerDescriptor, persistentRead, LibeventBackend.onTimer, context)
-        try checkError(wakeEvent == nil ? -1 : event_add(wakeEvent, nil), "event_add(wake-up eventfd)")
-        try checkError(timerEvent == nil ? -1 : event_add(timerEvent, nil), "event_add(timerfd)")
+        // Once stored, the events are freed by `deinit`, which runs when this throws.
+        let wakeEvent = try LibeventBackend.check(
+            Platform.libevent { rlk_event_new(base, wakeDescriptor, persistentRead, LibeventBackend.onWake, context) },
+            "event_new(wake-up eventfd)")
+        self.wakeEvent = wakeEvent
+        try LibeventBackend.check(Platform.libevent { event_add(wakeEvent, nil) }, "event_add(wake-up eventfd)")
+        let timerDescriptor = self.timerDescriptor
+        let timerEvent = try LibeventBackend.check(
+            Platform.libevent {
+                rlk_event_new(base, timerDescriptor, persistentRead, LibeventBackend.onTimer, context)
+            },
+            "event_new(timerfd)")
+        self.timerEvent = timerEvent
+        try LibeventBackend.check(Platform.libevent { event_add(timerEvent, nil) }, "event_add(timerfd)")
     }
 
     deinit {
@@ -115,10 +124,17 @@ final class LibeventBackend: EventBackend {
         Platform.closeDescriptor(timerDescriptor)
     }
 
-    private func checkError(_ code: Int32, _ call: String) throws(LoopError) {
-        guard code != 0 else { return }
-        let reason = errno
-        throw LoopError.backend("\(call) failed (errno \(reason))", systemError: reason)
+    /// The value of a libevent call made while the backend is set up, or a `LoopError` with the
+    /// errno its failure left.
+    @discardableResult
+    private static func check<Value>(_ result: Result<Value, LibeventFailure>, _ call: String) throws(LoopError)
+        -> Value
+    {
+        switch result {
+        case .success(let value): return value
+        case .failure(let failure):
+            throw LoopError.backend("\(call) failed (\(failure))", systemError: failure.systemError?.code)
+        }
     }
 
     // MARK: Dispatch
@@ -145,9 +161,10 @@ final class LibeventBackend: EventBackend {
         events.mainQueueReady = false
         events.callbacks = 0
         events.ready.removeAll(keepingCapacity: true)
-        let code = event_base_loop(base, flags)
-        // -1 means libevent failed internally (the base is never re-entered: callbacks only record).
-        precondition(code >= 0, "RunLoopKit: event_base_loop failed (errno \(errno))")
+        // A failure means libevent failed internally (the base is never re-entered: callbacks only record).
+        if case .failure(let failure) = Platform.libevent({ event_base_loop(base, flags) }) {
+            preconditionFailure("RunLoopKit: event_base_loop failed (\(failure))")
+        }
         return events
     }
 
@@ -214,24 +231,28 @@ final class LibeventBackend: EventBackend {
         }
         let context = Unmanaged.passUnretained(registration).toOpaque()
         let persistent = flags | Int32(EV_PERSIST)
-        var code: Int32
-        if let event = registration.event {
-            code = rlk_event_assign(
-                event, base, source.fileDescriptor, persistent, LibeventBackend.onDescriptor, context)
-        } else {
-            registration.event = rlk_event_new(
-                base, source.fileDescriptor, persistent, LibeventBackend.onDescriptor, context)
-            code = registration.event == nil ? -1 : 0
+        let added = Platform.libevent { () -> Int32 in
+            if let event = registration.event {
+                guard
+                    rlk_event_assign(
+                        event, base, source.fileDescriptor, persistent, LibeventBackend.onDescriptor, context)
+                        == 0
+                else { return -1 }
+            } else {
+                registration.event = rlk_event_new(
+                    base, source.fileDescriptor, persistent, LibeventBackend.onDescriptor, context)
+                guard registration.event != nil else { return -1 }
+            }
+            return event_add(registration.event, nil)
         }
-        if code == 0 { code = event_add(registration.event, nil) }
-        guard code == 0 else {
-            let reason = errno
+        if case .failure(let failure) = added {
             registrations[id] = nil
             release(registration)
+            let reason = failure.systemError.map { Platform.errnoName($0.code) } ?? "\(failure)"
             source.fail(
                 LoopError(
-                    "descriptor \(source.fileDescriptor) cannot be watched: epoll refused it (\(Platform.errnoName(reason)))",
-                    systemError: reason))
+                    "descriptor \(source.fileDescriptor) cannot be watched: epoll refused it (\(reason))",
+                    systemError: failure.systemError?.code))
             return
         }
         registration.flags = flags
@@ -272,8 +293,13 @@ final class LibeventBackend: EventBackend {
         let handle = Platform.mainQueueHandle
         guard handle >= 0 else { throw LoopError.backend("libdispatch gave no main-queue handle") }
         let context = Unmanaged.passUnretained(self).toOpaque()
-        mainQueueEvent = rlk_event_new(base, handle, Int32(EV_READ | EV_PERSIST), LibeventBackend.onMainQueue, context)
-        try checkError(mainQueueEvent == nil ? -1 : event_add(mainQueueEvent, nil), "event_add(main queue)")
+        let base = self.base
+        let event = try LibeventBackend.check(
+            Platform.libevent {
+                rlk_event_new(base, handle, Int32(EV_READ | EV_PERSIST), LibeventBackend.onMainQueue, context)
+            }, "event_new(main queue)")
+        mainQueueEvent = event
+        try LibeventBackend.check(Platform.libevent { event_add(event, nil) }, "event_add(main queue)")
     }
 
     private static let onMainQueue: event_callback_fn = { descriptor, _, context in
@@ -293,7 +319,8 @@ final class LibeventBackend: EventBackend {
         }
         if Int32(what) & Int32(EV_WRITE) != 0 { fired.insert(.writable) }
         // The registration is borrowed, not retained: the base calls back only for registered
-        // events, which the backend holds (four retains and three releases an event, before).
+        // events, which the backend holds (retained, it cost four retains and three releases an
+        // event).
         Unmanaged<Registration>.fromOpaque(context!)._withUnsafeGuaranteedRef { registration in
             registration.backend.record(registration.source, fired)
         }

@@ -9,15 +9,6 @@ extension Array {
         return first
     }
 
-    /// `takeFirst(head:)` moving the element out and leaving nil in its place, so that the bulk
-    /// drop releases nothing: for a queue whose elements must not be released where it is locked.
-    mutating func moveFirst<Wrapped>(head: inout Int) -> Wrapped? where Element == Wrapped? {
-        guard head < count else { return nil }
-        let first = self[head].take()
-        dropTaken(head: &head)
-        return first
-    }
-
     private mutating func dropTaken(head: inout Int) {
         head += 1
         if head == count {

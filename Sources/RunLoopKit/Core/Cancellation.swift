@@ -34,8 +34,13 @@ final class CancellableContinuation<T: Sendable>: Sendable {
     /// Whether the caller still waits (neither resumed nor cancelled).
     var isWaiting: Bool { state.withLock { $0.continuation != nil } }
 
-    func resume(with result: Result<T, any Error>) {
-        state.withLock { $0.continuation.take() }?.resume(with: result)
+    /// Resumes the caller with `result`; false if it was resumed or cancelled already (then
+    /// `result` is left to the caller, for example to give to another waiter).
+    @discardableResult
+    func resume(with result: Result<T, any Error>) -> Bool {
+        guard let continuation = state.withLock({ $0.continuation.take() }) else { return false }
+        continuation.resume(with: result)
+        return true
     }
 
     /// The task was cancelled: the caller resumes with `CancellationError`, unless it already has.

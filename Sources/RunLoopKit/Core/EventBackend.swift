@@ -20,7 +20,6 @@ protocol EventBackend: AnyObject {
     func watchMainQueue() throws(LoopError)
 }
 
-/// What one poll or wait of the backend observed.
 /// A descriptor source that was ready, and for what. A struct rather than a tuple: an array of
 /// tuples is emptied element by element through the runtime's generic tuple code.
 struct ReadyDescriptor {
@@ -28,6 +27,7 @@ struct ReadyDescriptor {
     let events: LoopDescriptorSource.Events
 }
 
+/// What one poll or wait of the backend observed.
 struct BackendEvents {
     /// The loop's eventfd was read: a wake-up was consumed.
     var woken = false

@@ -224,8 +224,8 @@ final class Inbox: @unchecked Sendable {
         }
     }
 
-    /// Whether a wake-up came during the spin. Relaxed polling is enough in the loop; the final
-    /// read after `endSpin()` sees every kick stored under the lock.
+    /// Whether a wake-up came during the spin. Acquiring, to pair with the releasing store in
+    /// `claim`; the read after `endSpin()` sees every kick, since each is stored under the lock.
     var wasKicked: Bool { kick.load(ordering: .acquiring) }
 
     /// Ends a spin: later wake-ups write the eventfd as usual.

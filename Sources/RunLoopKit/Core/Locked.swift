@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 
 // The package's locks: `Locked`, a value behind a pthread mutex, for everything; and `LockWord`,
@@ -6,17 +5,17 @@ import Synchronization
 // measurement showed it wins (each use says which figure). Both are visible to ThreadSanitizer:
 // the mutex as a pthread mutex, the word through its acquiring and releasing atomics.
 
-/// A value behind a `pthread_mutex_t`, in one allocation: the lock of the library, its demo, its
-/// benchmark and its tests.
+/// A value behind a `pthread_mutex_t`, in one allocation: the default lock of the library, its
+/// demo and its tests (`LockWord` only where a measurement showed it wins).
 ///
 /// Any thread. Used instead of `Synchronization.Mutex` because ThreadSanitizer understands
 /// pthread mutexes: with `Mutex` (a bare futex on Linux) every access it protects is reported as a
 /// race, and the sanitizer runs would be noise. A copy shares the value and the lock.
 package struct Locked<Value>: @unchecked Sendable {
-    private final class Storage: ManagedBuffer<Value, pthread_mutex_t> {
+    private final class Storage: ManagedBuffer<Value, Platform.Mutex> {
         deinit {
             // ManagedBuffer destroys the header (the value) itself; the mutex is ours.
-            _ = withUnsafeMutablePointerToElements { pthread_mutex_destroy($0) }
+            withUnsafeMutablePointerToElements { Platform.destroyMutex($0) }
         }
     }
 
@@ -25,10 +24,9 @@ package struct Locked<Value>: @unchecked Sendable {
     /// A lock guarding `value`.
     package init(_ value: Value) {
         let buffer = Storage.create(minimumCapacity: 1) { _ in value }
-        buffer.withUnsafeMutablePointerToElements { mutex in
-            mutex.initialize(to: pthread_mutex_t())
-            let code = pthread_mutex_init(mutex, nil)
-            precondition(code == 0, "RunLoopKit: pthread_mutex_init failed (\(code))")
+        let initialized = buffer.withUnsafeMutablePointerToElements { Platform.initializeMutex($0) }
+        if case .failure(let failure) = initialized {
+            preconditionFailure("RunLoopKit: pthread_mutex_init failed: \(failure)")
         }
         // ManagedBuffer.create returns the dynamic subclass instance.
         storage = unsafeDowncast(buffer, to: Storage.self)
@@ -38,8 +36,8 @@ package struct Locked<Value>: @unchecked Sendable {
     @inline(__always)
     package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         try storage.withUnsafeMutablePointers { value, mutex in
-            pthread_mutex_lock(mutex)
-            defer { pthread_mutex_unlock(mutex) }
+            Platform.lockMutex(mutex)
+            defer { Platform.unlockMutex(mutex) }
             return try body(&value.pointee)
         }
     }
@@ -52,8 +50,8 @@ package struct Locked<Value>: @unchecked Sendable {
     /// it, the caller included, and lets it go at once when it succeeds.
     package var isLocked: Bool {
         storage.withUnsafeMutablePointerToElements { mutex in
-            guard pthread_mutex_trylock(mutex) == 0 else { return true }
-            pthread_mutex_unlock(mutex)
+            guard Platform.tryLockMutex(mutex) else { return true }
+            Platform.unlockMutex(mutex)
             return false
         }
     }
@@ -86,7 +84,7 @@ struct LockWord: ~Copyable, @unchecked Sendable {
             }
             spins += 1
             if spins >= 64 {
-                sched_yield()
+                Platform.yieldProcessor()
             } else {
                 Platform.cpuRelax()
             }

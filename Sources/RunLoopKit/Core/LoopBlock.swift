@@ -4,10 +4,9 @@
 /// 24 bytes: the body and, in the bytes its layout leaves free, the time it was posted. A block is
 /// written on the posting thread's processor and read on the loop's, so each of its bytes crosses
 /// between them; a block for modes other than the common ones is preceded by a slot holding them
-/// (`modesOfNext`) instead of every block carrying a field for them. Against the 40-byte block
-/// that did (`runloop-bench --only RunLoopKit --filter post`, eight alternating runs, medians):
-/// capture-free posts 43.9 → 48.5 M/s with one producer and 33.1 → 38.4 M/s with four, one
-/// shared object captured 16.2 → 19.5 and 15.5 → 17.3; posts for a named mode no slower.
+/// (`modesOfNext`) instead of every block carrying a field for them: posts run 10–20 % faster
+/// than with a 40-byte block that does, and posts for a named mode no slower
+/// (`runloop-bench --only RunLoopKit --filter post`, eight alternating runs, medians).
 struct LoopBlock {
     enum Body {
         case closure(@Sendable () -> Void)

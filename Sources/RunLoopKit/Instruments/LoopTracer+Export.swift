@@ -1,5 +1,3 @@
-import Glibc
-
 // The tracer's exports: Chrome's trace-event JSON and an SVG timeline. Neither runs on a loop's hot
 // path; both work on a snapshot taken under the tracer's lock.
 
@@ -17,7 +15,7 @@ extension LoopTracer {
     /// Any thread.
     public func chromeTraceJSON() -> String {
         let (records, lanes, modes) = storage.withLock { ($0.ordered, $0.lanes, $0.modes) }
-        let pid = Int(getpid())
+        let pid = Int(Platform.processID)
         var lines: [String] = []
         lines.reserveCapacity(records.count + 2 * lanes.count + 1)
         let process = LoopTracer.processName() ?? "process \(pid)"
@@ -82,16 +80,9 @@ extension LoopTracer {
     /// The tracer's time origin, in ticks: exported times count from here.
     var origin: Ticks { TickClock.ticks(createdAt) }
 
+    /// The process's name, from `/proc/self/comm` (nil where unavailable).
     static func processName() -> String? {
-        let descriptor = open("/proc/self/comm", O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var bytes = [UInt8](repeating: 0, count: 64)
-        let count = read(descriptor, &bytes, bytes.count)
-        guard count > 0 else { return nil }
-        var text = String(decoding: bytes[0..<count], as: UTF8.self)
-        while text.last == "\n" { text.removeLast() }
-        return text.isEmpty ? nil : text
+        procText("/proc/self/comm")
     }
 }
 

@@ -1,5 +1,3 @@
-import Glibc
-
 /// Records what loops do — phases, waits in the kernel and every callout — into a fixed-size ring
 /// buffer, and exports it as a Chrome trace (for Perfetto or `chrome://tracing`) or as an SVG
 /// timeline.
@@ -291,26 +289,18 @@ extension LoopTracer.Storage {
 extension LoopTracer {
     /// The calling thread's kernel id and name, from `/proc/thread-self` (nil where unavailable).
     static func currentThread() -> (id: Int?, name: String?) {
-        var link = [CChar](repeating: 0, count: 64)
-        var id: Int?
-        let length = readlink("/proc/thread-self", &link, link.count - 1)
-        if length > 0 {
-            // "<pid>/task/<tid>"
-            let text = String(decoding: link[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if let last = text.split(separator: "/").last { id = Int(last) }
-        }
-        var name: String?
-        let descriptor = open("/proc/thread-self/comm", O_RDONLY | O_CLOEXEC)
-        if descriptor >= 0 {
-            var bytes = [UInt8](repeating: 0, count: 64)
-            let count = read(descriptor, &bytes, bytes.count)
-            close(descriptor)
-            if count > 0 {
-                var text = String(decoding: bytes[0..<count], as: UTF8.self)
-                while text.last == "\n" { text.removeLast() }
-                if !text.isEmpty { name = text }
-            }
-        }
-        return (id, name)
+        // "<pid>/task/<tid>"
+        let link = try? Platform.linkTarget("/proc/thread-self").get()
+        let id = link?.split(separator: "/").last.flatMap { Int($0) }
+        return (id, procText("/proc/thread-self/comm"))
+    }
+
+    /// The text of a short /proc file such as a `comm`, without its final newline; nil if it
+    /// cannot be read or is empty.
+    static func procText(_ path: String) -> String? {
+        guard let bytes = try? Platform.readShortFile(path, limit: 64).get() else { return nil }
+        var text = String(decoding: bytes, as: UTF8.self)
+        while text.last == "\n" { text.removeLast() }
+        return text.isEmpty ? nil : text
     }
 }

@@ -50,8 +50,8 @@ extension Platform {
     @discardableResult
     static func drainEventDescriptor(_ descriptor: Int32) -> Bool {
         var count: UInt64 = 0
-        let read = retryingInterrupts { Glibc.read(descriptor, &count, MemoryLayout<UInt64>.size) }
-        return (try? read.get()) == MemoryLayout<UInt64>.size
+        let drained = withUnsafeMutableBytes(of: &count) { read(descriptor, into: $0) }
+        return (try? drained.get()) == MemoryLayout<UInt64>.size
     }
 
     /// `timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC)`: `ContinuousClock`'s clock.
@@ -82,6 +82,11 @@ extension Platform {
     /// `close`, never retried (see the EINTR rule); a failure leaves nothing to do.
     static func closeDescriptor(_ descriptor: Int32) {
         _ = close(descriptor)
+    }
+
+    /// `read`: up to `buffer.count` bytes into `buffer`, how many it read (0 at the end of a file).
+    static func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Result<Int, Errno> {
+        retryingInterrupts { Glibc.read(descriptor, buffer.baseAddress, buffer.count) }
     }
 
     /// `fcntl(F_DUPFD_CLOEXEC)`: a close-on-exec copy of `descriptor` numbered `lowest` or above.
@@ -133,10 +138,35 @@ extension Platform {
 
     // MARK: Files
 
-    /// `open("/dev/null", O_RDONLY | O_CLOEXEC)`: a descriptor held only to be given up when the
-    /// process runs out (a listener's reserve).
+    /// `open(path, O_RDONLY | O_CLOEXEC)`.
+    static func openForReading(_ path: String) -> Result<Int32, Errno> {
+        retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
+    }
+
+    /// `/dev/null` opened for reading: a descriptor held only to be given up when the process runs
+    /// out (a listener's reserve).
     static func openPlaceholderDescriptor() -> Result<Int32, Errno> {
-        retryingInterrupts { open("/dev/null", O_RDONLY | O_CLOEXEC) }
+        openForReading("/dev/null")
+    }
+
+    /// The first `limit` bytes or fewer of the file at `path`, from one `read` (enough for the short
+    /// files of /proc, which the kernel writes whole): `open`, `read`, `close`.
+    static func readShortFile(_ path: String, limit: Int) -> Result<[UInt8], Errno> {
+        openForReading(path).flatMap { descriptor in
+            defer { closeDescriptor(descriptor) }
+            var bytes = [UInt8](repeating: 0, count: limit)
+            return bytes.withUnsafeMutableBytes { read(descriptor, into: $0) }.map { Array(bytes[0..<$0]) }
+        }
+    }
+
+    /// The target of the symbolic link at `path` (`readlink`), up to 255 bytes of it.
+    static func linkTarget(_ path: String) -> Result<String, Errno> {
+        var bytes = [UInt8](repeating: 0, count: 256)
+        return bytes.withUnsafeMutableBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                retryingInterrupts { readlink(path, chars.baseAddress!, chars.count - 1) }
+            }
+        }.map { String(decoding: bytes[0..<$0], as: UTF8.self) }
     }
 
     /// `unlink(path)`: removes a file system entry, such as a Unix socket's path; a path that is

@@ -180,6 +180,20 @@ extension Platform {
         return made.map { _ in ends }
     }
 
+    /// Parses `host`, an IPv4 (`family` `AF_INET`) or IPv6 (`AF_INET6`) address in text, into
+    /// the `in_addr` or `in6_addr` at `address` (`inet_pton`): whether it was one.
+    static func parseInternetAddress(_ host: String, family: Int32, into address: UnsafeMutableRawPointer) -> Bool {
+        inet_pton(family, host, address) == 1
+    }
+
+    /// The text of the `in_addr` or `in6_addr` at `address` (`inet_ntop`): `127.0.0.1`, `::1`.
+    static func internetAddressText(family: Int32, _ address: UnsafeRawPointer) -> String {
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        // Fails only for an unknown family or too short a buffer: neither here.
+        _ = inet_ntop(family, address, &text, socklen_t(text.count))
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// The IPv4 and IPv6 addresses `host` names, for TCP to `port`, in the order `getaddrinfo`
     /// gives them, each once. Blocks: never on a loop's thread.
     static func resolve(host: String, port: Int) throws(LoopError) -> [SocketAddress] {

@@ -1,16 +1,19 @@
 internal import CPlatform
 import Glibc
 
-/// The Linux calls RunLoopKit makes beyond libevent, each wrapped once (the C side is
-/// `Sources/CPlatform`): here thread identity, the clocks, signal routing and libdispatch's
-/// main-queue hooks; descriptors, sockets and child processes in the `Platform+` files, by the
-/// rules of SystemCall.swift (typed results, one EINTR rule). Any thread, unless a member says
-/// otherwise.
+/// The one layer for the system calls RunLoopKit makes beyond libevent (the C side is
+/// `Sources/CPlatform`): here thread names, the clocks, signal routing and libdispatch's
+/// main-queue hooks; descriptors, sockets, child processes and threads in the `Platform+` files,
+/// by the rules of SystemCall.swift (typed results, one EINTR rule). A call may have more than one
+/// wrapper (`send` of bytes and of vectors). Any thread, unless a member says otherwise.
 enum Platform {
     // MARK: Threads
 
     /// Whether the calling thread is the process's main thread (`gettid() == getpid()`).
     static var isMainThread: Bool { rlk_gettid() == getpid() }
+
+    /// The process's id (`getpid`).
+    static var processID: Int32 { getpid() }
 
     /// The calling thread's loop, unretained, as `ThreadSlot.key` holds it: a thread-local copy,
     /// because the key is read on every item added or removed (callgrind, `runloop-bench --filter

@@ -1,18 +1,21 @@
 import Glibc
 
-// Every system call RunLoopKit makes beyond libevent goes through `Platform`, wrapped once:
-// descriptors in Platform+Descriptors.swift, sockets in Platform+Sockets.swift, child processes in
-// Platform+Processes.swift, threads, clocks and signals in Platform.swift. A wrapper returns what
-// the call gave, or the `Errno` it failed with (`Result<_, Errno>`), read at once: no caller reads
-// `errno`, and none sees a negative count. A `LoopError` is made from an `Errno` in one place,
+// Every system call RunLoopKit makes beyond libevent goes through `Platform`, the one layer:
+// descriptors and files in Platform+Descriptors.swift, sockets in Platform+Sockets.swift and
+// Platform+Datagrams.swift, child processes in Platform+Processes.swift, threads, thread-specific
+// slots, mutexes and yielding in Platform+Threads.swift, thread names, the process id, clocks and
+// signals in Platform.swift; the failures of libevent's calls (which make system calls of their
+// own) at the end of this file. No other file calls one. A wrapper returns what the call gave, or the `Errno` it
+// failed with (`Result<_, Errno>`), read at once: no caller reads `errno`, and none sees a
+// negative count. A `LoopError` is made from an `Errno` in one place,
 // `LoopError.systemCall(_:failedWith:)`.
 //
 // EINTR (a signal whose handler was installed without SA_RESTART arrived while the call waited),
 // by one rule, applied here and nowhere else:
 //
 // - A call that did nothing when it was interrupted is made again, inside its wrapper: recv, readv,
-//   send, sendmsg, accept4, open, read and write of an eventfd, fcntl, poll, waitid, waitpid and
-//   the rest. No caller ever sees EINTR, so none can mistake it for a failure (and close a
+//   send, sendmsg, accept4, open, read, readlink, write of an eventfd, fcntl, poll, waitid,
+//   waitpid and the rest. No caller ever sees EINTR, so none can mistake it for a failure (and close a
 //   connection over it) or for "no more now" (and leave bytes unread).
 // - close is never made again: Linux has let go of the descriptor even when close reports EINTR,
 //   and a second close could close a descriptor another thread has just been given. Its result is
@@ -76,5 +79,44 @@ extension Platform {
     @inline(__always)
     static func errorNumber(_ code: Int32) -> Result<Void, Errno> {
         code == 0 ? .success(()) : .failure(Errno(code))
+    }
+}
+
+// libevent makes system calls of its own (epoll_create1, epoll_ctl, epoll_wait, its signal pipe)
+// and reports their failure as -1 or NULL, with `errno` left as the failing call (or `malloc`) set
+// it. Its epoll_wait retries EINTR itself, and epoll_ctl is never interrupted, so no EINTR reaches
+// RunLoopKit through it. A failure of libevent's own (an argument it refuses) sets no errno; the
+// wrappers below clear `errno` before the call so that such a failure reports none instead of an
+// older one.
+
+/// How a libevent call failed.
+struct LibeventFailure: Error, Equatable, CustomStringConvertible {
+    /// The errno the system call (or allocation) that failed inside libevent left; nil for a
+    /// failure of libevent's own.
+    let systemError: Errno?
+
+    var description: String { systemError.map { "\($0)" } ?? "inside libevent, no errno" }
+}
+
+extension Platform {
+    /// Makes `call` (a libevent call that returns -1 on failure, else 0 or more): what it
+    /// returned, or how it failed, read at once.
+    @inline(__always)
+    static func libevent(_ call: () -> Int32) -> Result<Int32, LibeventFailure> {
+        errno = 0
+        let code = call()
+        guard code == -1 else { return .success(code) }
+        let failure = errno
+        return .failure(LibeventFailure(systemError: failure == 0 ? nil : Errno(failure)))
+    }
+
+    /// Makes `call` (a libevent call that returns NULL on failure): the object it made, or how it
+    /// failed, read at once.
+    @inline(__always)
+    static func libevent(_ call: () -> OpaquePointer?) -> Result<OpaquePointer, LibeventFailure> {
+        errno = 0
+        if let made = call() { return .success(made) }
+        let failure = errno
+        return .failure(LibeventFailure(systemError: failure == 0 ? nil : Errno(failure)))
     }
 }

@@ -1,4 +1,4 @@
-// Listeners and connections in a loop's modes. Each is served through a descriptor source of its
+// Listeners, connections and datagram sockets in a loop's modes. Each is served through a descriptor source of its
 // own, which the loop's tables hold; the item itself is kept alive, while that source is in any
 // mode, by the source, which holds it as its client (`LoopDescriptorSource.hold`) until it closes
 // or leaves its last mode. So an item the caller dropped goes on working, and is released after.
@@ -67,6 +67,31 @@ extension Loop {
     /// Any thread.
     public func contains(_ connection: LoopConnection, inMode mode: Mode) -> Bool {
         contains(connection.descriptorSource, inMode: mode)
+    }
+
+    /// Adds a datagram socket to `mode` (`.common`: every common mode, now and later): it
+    /// receives and sends while the loop runs in any mode holding it. Datagrams queued before it
+    /// joined a loop are sent then.
+    ///
+    /// Any thread. Adding it again to a mode it is in does nothing; an invalidated socket is
+    /// ignored. A socket belongs to one loop: adding it to a second loop is a programmer error.
+    public func add(_ socket: LoopDatagramSocket, forMode mode: Mode) {
+        addResident(socket, kind: "LoopDatagramSocket", forMode: mode)
+        socket.joinedLoop()
+    }
+
+    /// Removes a datagram socket from `mode` without invalidating it: while no running mode holds
+    /// it, arriving datagrams wait in the kernel and queued ones stay queued. A socket in no mode
+    /// that nothing else references is closed and released.
+    ///
+    /// Any thread.
+    public func remove(_ socket: LoopDatagramSocket, forMode mode: Mode) { removeResident(socket, forMode: mode) }
+
+    /// Whether a datagram socket is in `mode` (`.common`: whether it was added to `.common`).
+    ///
+    /// Any thread.
+    public func contains(_ socket: LoopDatagramSocket, inMode mode: Mode) -> Bool {
+        contains(socket.descriptorSource, inMode: mode)
     }
 
     func addResident(_ item: some LoopResident, kind: String, forMode mode: Mode) {

@@ -254,8 +254,8 @@ extension LoopConnection {
         enqueue(self)
         if isClosed {
             continuation.resume(throwing: closedError ?? closedLocallyError)
-        } else if aboveHighWatermark {
-            pendingWrites.append((flag, continuation))
+        } else if output.isAboveHighWatermark {
+            output.waitBelowHighWatermark(flag, continuation)
         } else {
             continuation.resume()
         }
@@ -264,8 +264,7 @@ extension LoopConnection {
     /// The task of the write with `flag` was cancelled: if it still waits, it ends; its bytes stay
     /// queued.
     private func cancelWriting(_ flag: CancellationFlag) {
-        guard let index = pendingWrites.firstIndex(where: { $0.flag === flag }) else { return }
-        pendingWrites.remove(at: index).continuation.resume(throwing: CancellationError())
+        output.cancelWaiting(flag)
     }
 }
 

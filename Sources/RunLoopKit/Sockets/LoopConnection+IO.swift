@@ -190,15 +190,7 @@ extension LoopConnection {
     // MARK: Writing
 
     /// The bytes queued and not sent yet.
-    var queuedBytes: Int { output?.count ?? 0 }
-
-    /// The output buffer, made on the first write the socket does not take whole.
-    private func outputBuffer() -> EventBuffer {
-        if let output { return output }
-        let created = EventBuffer()
-        output = created
-        return created
-    }
+    var queuedBytes: Int { output.count }
 
     /// Sends `bytes` at once if nothing is queued, and queues the rest.
     func queueOutput(_ bytes: UnsafeRawBufferPointer) {
@@ -209,7 +201,7 @@ extension LoopConnection {
             guard let sent = sentCount(Platform.send(fileDescriptor, bytes)) else { return }
             rest = UnsafeRawBufferPointer(rebasing: bytes[sent...])
         }
-        if rest.count > 0 { outputBuffer().append(rest) }
+        if rest.count > 0 { output.append(rest) }
         outputDidChange()
     }
 
@@ -221,19 +213,18 @@ extension LoopConnection {
         if queuedBytes == 0 && !isConnecting {
             guard sentCount(buffer.send(to: fileDescriptor)) != nil else { return }
         }
-        if buffer.count > 0 { outputBuffer().moveAll(from: buffer) }
+        if buffer.count > 0 { output.moveAll(from: buffer) }
         outputDidChange()
     }
 
     /// Sends queued output until the socket takes no more.
     func flush() {
         assertOnLoopThread()
-        while let output, output.count > 0 {
+        while queuedBytes > 0 {
             guard let sent = sentCount(output.send(to: fileDescriptor)) else { return }
             if sent == 0 { break }
         }
-        // All sent: the buffer goes, so that a connection that once had a backlog holds none.
-        if queuedBytes == 0 { output = nil }
+        output.releaseIfEmpty()
         outputDidChange()
     }
 
@@ -259,17 +250,7 @@ extension LoopConnection {
         assertOnLoopThread()
         guard !isClosed else { return }
         var queued = queuedBytes
-        bufferedOutput.store(queued, ordering: .releasing)
-        let (low, high) = watermarks
-        if !aboveHighWatermark && queued >= high && high > 0 {
-            aboveHighWatermark = true
-            belowHighWatermark.store(false, ordering: .releasing)
-        } else if aboveHighWatermark && queued <= low {
-            aboveHighWatermark = false
-            belowHighWatermark.store(true, ordering: .releasing)
-            let writers = pendingWrites
-            pendingWrites.removeAll()
-            for writer in writers { writer.continuation.resume() }
+        if output.updateWatermarks(queued: queued) {
             emit(.writable)
             guard !isClosed else { return }
             // The handler may have queued more, then asked for the end of stream (or closed),

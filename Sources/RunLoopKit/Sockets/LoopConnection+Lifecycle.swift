@@ -243,8 +243,6 @@ extension LoopConnection {
         openState.store(false, ordering: .releasing)
         closedError = error
         descriptorSource.invalidate()
-        output = nil
-        bufferedOutput.store(0, ordering: .releasing)
         let ended = error ?? LoopError("the connection to \(remoteAddress) is closed")
         if let error {
             failPendingReads(error)
@@ -254,8 +252,7 @@ extension LoopConnection {
             for read in pendingReads { read.continuation.resume(returning: []) }
             pendingReads.removeAll()
         }
-        for writer in pendingWrites { writer.continuation.resume(throwing: ended) }
-        pendingWrites.removeAll()
+        output.close(failingWritersWith: ended)
         let completion = connectCompletion
         connectCompletion = nil
         let handler = eventHandler

@@ -74,12 +74,10 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         var idleTimeout: Duration?
     }
 
-    /// Guarded by `sharedLock`, a lock word in the connection rather than a `Locked` (one pthread
-    /// mutex and one allocation each for the residency and the settings, before): a server holds
-    /// thousands of connections, mostly idle. With the source's lock word, lazy buffers and no
-    /// weak references (same change), `runloop-bench --memory-probe RunLoopKit connection 9000`
-    /// went from 3,828 to 2,200 bytes per idle connection, both ends counted (libevent's
-    /// bufferevents: 2,109).
+    /// Guarded by `sharedLock`, a lock word in the connection rather than a `Locked` (a pthread
+    /// mutex in an allocation of its own): a server holds thousands of connections, mostly idle.
+    /// An idle connection costs 2,072 bytes, both ends counted, as libevent's bufferevent pair
+    /// does (2,109; `runloop-bench --filter connections`, memory per idle connection).
     @exclusivity(unchecked) private var shared: Shared
     private let sharedLock = LockWord()
 
@@ -87,9 +85,6 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     let readingPausedSetting = Atomic<Bool>(false)
     let halfClosureSetting = Atomic<Bool>(false)
     let inputLimitSetting = Atomic<Int>(LoopConnection.defaultInputLimit)
-    /// Mirrors of loop-thread state for other threads.
-    let bufferedOutput = Atomic<Int>(0)
-    let belowHighWatermark = Atomic<Bool>(true)
     /// `isOpen`: set when the connection is connected, cleared as it closes.
     let openState: Atomic<Bool>
 
@@ -112,20 +107,18 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var lifecycle: Lifecycle
     /// Nothing is allocated for it until bytes arrive.
     @exclusivity(unchecked) var input = LoopBuffer()
-    /// What the socket has not taken yet; nil while nothing waits, which is the usual case (a
-    /// write goes to the socket at once), so that an idle connection holds no output buffer.
-    @exclusivity(unchecked) var output: EventBuffer?
-    /// `writeWatermarks` as the loop thread applies them.
-    @exclusivity(unchecked) var watermarks = LoopConnection.defaultWriteWatermarks
     @exclusivity(unchecked) var readHandler: ((LoopConnection, inout LoopBuffer) -> Void)?
     @exclusivity(unchecked) var eventHandler: ((LoopConnection, Event) -> Void)?
     @exclusivity(unchecked) var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)?
+    /// The output queue, the watermarks and the writers waiting below them; reached through
+    /// `output` (loop thread), except its two atomics (any thread). Before a flag, which fills the
+    /// end of its last word.
+    @exclusivity(unchecked) private var outputState = ConnectionOutput()
     /// `readClosed` was reported: at the end of stream read, or noticed while not reading.
     @exclusivity(unchecked) var endOfStreamReported = false
     /// Why the connection closed (nil: orderly), once it has; and whether a handler was told.
     @exclusivity(unchecked) var closedError: LoopError?
     @exclusivity(unchecked) var closedReported = false
-    @exclusivity(unchecked) var aboveHighWatermark = false
     /// Inside `onRead`: the input buffer is lent out, and reading waits.
     @exclusivity(unchecked) var delivering = false
     /// A nested run inside `onRead` found the socket readable: reading stops until it returns.
@@ -140,13 +133,10 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// `close()` or `abort()` was called: reads throw once the input is used up (the peer's end
     /// of stream alone gives `[]`).
     @exclusivity(unchecked) var closedLocally = false
-    /// Awaiting `read(maxLength:)` and `write(_:)` calls, each with the flag its task's
-    /// cancellation sets, by which a cancellation finds its own call.
+    /// Awaiting `read(maxLength:)` calls, each with the flag its task's cancellation sets, by
+    /// which a cancellation finds its own call.
     @exclusivity(unchecked) var pendingReads:
         [(maxLength: Int, flag: CancellationFlag, continuation: CheckedContinuation<[UInt8], any Error>)] = []
-    @exclusivity(unchecked) var pendingWrites:
-        [(flag: CancellationFlag, continuation: CheckedContinuation<Void, any Error>)] =
-            []
 
     struct EarlyCalls {
         var calls: [@Sendable (LoopConnection) -> Void] = []
@@ -199,6 +189,18 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         assert(
             boundLoop.load(ordering: .relaxed)?._withUnsafeGuaranteedRef { $0.isCurrentThread } ?? false,
             "RunLoopKit: a LoopConnection's loop-thread state touched off its loop's thread")
+    }
+
+    /// The output queue, watermarks and waiting writers: loop thread only (checked in debug builds).
+    var output: ConnectionOutput {
+        _read {
+            assertOnLoopThread()
+            yield outputState
+        }
+        _modify {
+            assertOnLoopThread()
+            yield &outputState
+        }
     }
 
     @inline(__always)
@@ -359,7 +361,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Output queued and not sent yet, in bytes.
     ///
     /// Any thread; the answer may be stale by the time it is read.
-    public var outputBufferedBytes: Int { bufferedOutput.load(ordering: .acquiring) }
+    public var outputBufferedBytes: Int { outputState.queuedCount.load(ordering: .acquiring) }
 
     /// When `isWritable` turns false (`high`) and when `.writable` is reported (`low`); by default
     /// `defaultWriteWatermarks`.
@@ -375,7 +377,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
             withShared { $0.watermarks = newValue }
             onLoop { connection in
                 // The latest value set, whichever thread set it last.
-                connection.watermarks = connection.withShared { $0.watermarks }
+                connection.output.watermarks = connection.withShared { $0.watermarks }
                 connection.outputDidChange()
             }
         }
@@ -391,7 +393,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Whether the queued output is below the high watermark.
     ///
     /// Any thread.
-    public var isWritable: Bool { belowHighWatermark.load(ordering: .acquiring) }
+    public var isWritable: Bool { outputState.belowHighWatermark.load(ordering: .acquiring) }
 
     // MARK: Reading
 

@@ -36,8 +36,10 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         try checkPort(port)
         var address = empty
         let offset = MemoryLayout<Address>.offset(of: hostField)!
-        let parsed = withUnsafeMutableBytes(of: &address) { inet_pton(family, host, $0.baseAddress! + offset) }
-        guard parsed == 1 else {
+        let parsed = withUnsafeMutableBytes(of: &address) {
+            Platform.parseInternetAddress(host, family: family, into: $0.baseAddress! + offset)
+        }
+        guard parsed else {
             throw LoopError("\"\(host)\" is not an \(name)")
         }
         address[keyPath: familyField] = sa_family_t(family)
@@ -132,11 +134,9 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         let offset =
             isIPv6
             ? MemoryLayout<sockaddr_in6>.offset(of: \.sin6_addr)! : MemoryLayout<sockaddr_in>.offset(of: \.sin_addr)!
-        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        bytes.withUnsafeBytes { raw in
-            _ = inet_ntop(family, raw.baseAddress! + offset, &text, socklen_t(text.count))
+        let host = bytes.withUnsafeBytes { raw in
+            Platform.internetAddressText(family: family, raw.baseAddress! + offset)
         }
-        let host = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return isIPv6 ? "[\(host)]:\(port!)" : "\(host):\(port!)"
     }
 }

@@ -29,7 +29,7 @@ public final class LoopWorkPool: Sendable {
     public let threadCount: Int
 
     let core: Core
-    private let threads: [pthread_t]
+    private let threads: [Platform.Thread]
     /// Entered at start, left once `shutdown()` has joined the threads: later callers wait on it.
     private let joined = DispatchGroup()
 
@@ -49,7 +49,7 @@ public final class LoopWorkPool: Sendable {
         self.threadCount = threads
         let core = Core(name: name)
         self.core = core
-        var started: [pthread_t] = []
+        var started: [Platform.Thread] = []
         for index in 0..<threads {
             started.append(LoopWorkPool.startThread(core, name: LoopThread.kernelName("\(name)-\(index)")))
         }
@@ -164,7 +164,7 @@ public final class LoopWorkPool: Sendable {
             return (true, state.takeQueued())
         }
         for abandon in abandoned { abandon(CancellationError()) }
-        let onPoolThread = threads.contains { pthread_equal($0, pthread_self()) != 0 }
+        let onPoolThread = threads.contains { Platform.isCurrentThread($0) }
         guard first else {
             // The first caller may be waiting for this very thread to return.
             if !onPoolThread { joined.wait() }
@@ -173,11 +173,11 @@ public final class LoopWorkPool: Sendable {
         // One wake-up per thread: each finds the pool shut down and exits.
         for _ in 0..<threadCount { core.wakeups.signal() }
         for thread in threads {
-            if pthread_equal(thread, pthread_self()) != 0 {
+            if Platform.isCurrentThread(thread) {
                 // Cannot join itself: its resources go when it exits.
-                pthread_detach(thread)
+                Platform.detachThread(thread)
             } else {
-                pthread_join(thread, nil)
+                Platform.joinThread(thread)
             }
         }
         joined.leave()
@@ -185,26 +185,16 @@ public final class LoopWorkPool: Sendable {
 
     // MARK: Threads
 
-    private static func startThread(_ core: Core, name: String) -> pthread_t {
-        final class Start {
-            let core: Core
-            let name: String
-            init(core: Core, name: String) {
-                self.core = core
-                self.name = name
-            }
+    private static func startThread(_ core: Core, name: String) -> Platform.Thread {
+        let started = Platform.startThread {
+            Platform.setCurrentThreadName(name)
+            core.serve()
         }
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(Start(core: core, name: name)).toOpaque()
-        let code = pthread_create(
-            &thread, nil,
-            { context in
-                let start = Unmanaged<Start>.fromOpaque(context!).takeRetainedValue()
-                Platform.setCurrentThreadName(start.name)
-                start.core.serve()
-                return nil
-            }, context)
-        precondition(code == 0, "RunLoopKit: pthread_create failed for LoopWorkPool thread \"\(name)\" (error \(code))")
-        return thread
+        switch started {
+        case .success(let thread):
+            return thread
+        case .failure(let failure):
+            preconditionFailure("RunLoopKit: pthread_create failed for LoopWorkPool thread \"\(name)\": \(failure)")
+        }
     }
 }

@@ -197,6 +197,9 @@ extension BenchmarkSize {
             Workloads.connections.name: "\(count(sockets.idleConnections)) idle connections (client and server side)",
             Workloads.schedule.name: "\(count(scheduledBlocks)) blocks per repetition and row",
             Workloads.scale.name: "\(count(scaleItems)) items per repetition and row, removed in one shuffled order",
+            Workloads.port.name: "\(count(postBlocks)) messages or blocks per repetition and row\(placement)",
+            Workloads.datagrams.name:
+                "\(DatagramSizes(sockets).message)-byte datagrams: \(count(DatagramSizes(sockets).echoRoundTrips)) round trips; \(count(DatagramSizes(sockets).floodDatagrams)) sent, \(DatagramSizes(sockets).window) unacknowledged at most",
         ]
     }
 }

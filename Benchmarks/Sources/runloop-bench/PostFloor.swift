@@ -140,7 +140,7 @@ enum PostFloor {
 
     /// Blocks per second through the bare queue, from the first producer's start to the last
     /// block run.
-    private static func floor(producers: Int, blocks: Int, pinnedTo processors: PostProcessors?) -> Double? {
+    static func floor(producers: Int, blocks: Int, pinnedTo processors: PostProcessors?) -> Double? {
         // Optional, so that the consumer can move each closure out and leave nil behind.
         let queue = Locked<[(@Sendable () -> Void)?]>([])
         let counter = PostCounter(target: blocks)

@@ -15,6 +15,7 @@
 // returns.
 
 #include "raw_peer.h"
+#include "raw_peer_sockets.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,6 +27,13 @@ int raw_libevent_version_ok(void);
 const char *raw_libevent_version(void);
 /// The workloads on libevent.
 const raw_peer *raw_libevent_peer(void);
+
+/// UDP echo over loopback: `round_trips` sequential round trips of `message`-byte datagrams
+/// between two sockets on two loop threads (raw_libevent_udp.c).
+raw_sock_result raw_libevent_udp_echo(int round_trips, int message, double timeout_seconds);
+/// `datagrams` datagrams of `message` bytes from one socket to another on another loop thread,
+/// at most `window` unacknowledged (raw_libevent_udp.c).
+raw_sock_result raw_libevent_udp_flood(long long datagrams, int message, int window, double timeout_seconds);
 
 #ifdef __cplusplus
 }

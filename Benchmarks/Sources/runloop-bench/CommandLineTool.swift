@@ -23,7 +23,8 @@ enum CommandLineTool {
           --tiny             the smoke test's sizes: a few seconds, figures not meaningful
           --filter NAME      run only workloads whose name, title or number matches (repeatable):
                              post, pingpong, timers, churn, iteration, descriptor, idle, memory,
-                             actorhop, jobs, bulk, echo, connections, schedule, scale
+                             actorhop, jobs, bulk, echo, connections, schedule, scale, port,
+                             datagrams
           --json PATH        also write the report as JSON to PATH
           --charts DIR       write the SVG charts to DIR (default: docs/benchmarks)
           --no-charts        do not write charts

@@ -293,6 +293,37 @@ final class PostCounter: @unchecked Sendable {
     var blocksPerSecond: Double { Double(target) / (end - firstStart.withLock { $0 }) }
 }
 
+/// The post workloads' producers: `producers` threads, pinned to `processors` if given, released
+/// together from a start line, each calling `produce(producer, share)` with its share of `total`
+/// (the first takes the remainder) after noting its start in `counter`; then the counter's rate
+/// once the loop has run them all, or why not.
+func measureProducers(
+    _ producers: Int, total: Int, counter: PostCounter, pinnedTo processors: PostProcessors?, timeout: Double,
+    _ produce: @escaping @Sendable (_ producer: Int, _ share: Int) -> Void
+) -> Outcome<Double> {
+    let unpinned = Atomic<Int>(0)
+    let line = StartLine(parties: producers + 1)
+    let threads = (0..<producers).map { producer in
+        let share = total / producers + (producer == 0 ? total % producers : 0)
+        return NativeThread {
+            if let processors, !pinCurrentThread(to: processors.producers) {
+                unpinned.add(1, ordering: .relaxed)
+            }
+            line.wait()
+            counter.started(monotonicSeconds())
+            produce(producer, share)
+        }
+    }
+    line.wait()
+    let finished = counter.done.wait(timeout: .now() + timeout) == .success
+    for thread in threads { thread.join(timeout: timeout) }
+    guard finished else { return .failure(.timedOut) }
+    guard unpinned.load(ordering: .relaxed) == 0 else {
+        return .failure(BenchError(reason: "could not pin the producers"))
+    }
+    return .success(counter.blocksPerSecond)
+}
+
 /// A start line for several threads: they all wait until the measuring thread opens it.
 final class StartLine: @unchecked Sendable {
     private var barrier = pthread_barrier_t()

@@ -40,15 +40,18 @@ import Testing
     static let runLoopKitOnly: Set<String> = [
         MetricID.iterationMetrics, MetricID.iterationTracer, MetricID.actorHopLoop, MetricID.actorHopDefault,
         MetricID.actorHopLoopP50, MetricID.actorHopDefaultP50, MetricID.jobsLoop, MetricID.jobsDefault,
-        MetricID.pingPongNoSpinP50, MetricID.pingPongNoSpinCPU,
+        MetricID.pingPongNoSpinP50, MetricID.pingPongNoSpinCPU, MetricID.performFloor1, MetricID.performFloor4,
     ]
 
     /// The socket workloads' figures, measured on RunLoopKit and the C peers only.
     static let socketFigures: Set<String> = [
         MetricID.tcpBulk, MetricID.tcpEcho1, MetricID.tcpEcho1P50, MetricID.tcpEcho1P99, MetricID.tcpEcho100,
-        MetricID.tcpIdleMemory,
+        MetricID.tcpIdleMemory, MetricID.udpEcho, MetricID.udpFlood,
     ]
     static let socketImplementations: [Implementation] = [.runLoopKit, .libevent, .libuv, .glib]
+
+    /// The datagram workloads' figures, measured on RunLoopKit, libevent and libuv only.
+    static let datagramFigures: Set<String> = [MetricID.udpEcho, MetricID.udpFlood]
 
     /// Figures of custom event sources, which libevent does not have.
     static let sourceFigures: Set<String> = [MetricID.scaleSources]
@@ -60,6 +63,7 @@ import Testing
                 || !Self.runLoopKitOnly.contains(metric.id)
                     && (Self.socketImplementations.contains(implementation) || !Self.socketFigures.contains(metric.id))
                     && (implementation != .libevent || !Self.sourceFigures.contains(metric.id))
+                    && (implementation != .glib || !Self.datagramFigures.contains(metric.id))
             {
                 let value = metric.median(implementation)
                 #expect(

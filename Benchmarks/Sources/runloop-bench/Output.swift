@@ -152,7 +152,15 @@ extension Report {
         }
         let typical = [MetricID.post1Typical, MetricID.post4Typical]
         ratioCheck("typical-closure post ≥ 20× Foundation", typical, \.ratioFoundation) { $0 >= 20 }
-        ratioCheck("typical-closure post ≥ 0.9× libuv", typical, \.ratioLibuv) { $0 >= 0.9 }
+        let port = [MetricID.port1, MetricID.port4]
+        ratioCheck("port messages ≥ 1.5× libuv's typical item", port, \.ratioLibuv) { $0 >= 1.5 }
+        ratioCheck("port messages ≥ 30× Foundation's typical closure", port, \.ratioFoundation) { $0 >= 30 }
+        valueCheck("typical-closure perform ≥ 1.0× a bare locked queue (1 producer)", MetricID.performFloor1) {
+            $0 >= 1
+        }
+        valueCheck("typical-closure perform ≥ 1.0× a bare locked queue (4 producers)", MetricID.performFloor4) {
+            $0 >= 1
+        }
         ratioCheck("ping-pong p50 ≤ 0.7× Foundation", [MetricID.pingPongP50], \.ratioFoundation) { $0 <= 0.7 }
         ratioCheck("ping-pong p50 ≤ 1.3× raw libevent", [MetricID.pingPongP50], \.ratioLibevent) { $0 <= 1.3 }
         valueCheck("timer scheduling ≤ 1 µs per timer", MetricID.timerSchedule) { $0 <= 1 }

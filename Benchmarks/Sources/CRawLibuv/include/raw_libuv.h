@@ -18,6 +18,7 @@
 //   write_queue_size as the bulk sender's backpressure (raw_libuv_sockets.c).
 
 #include "raw_peer.h"
+#include "raw_peer_sockets.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,6 +26,13 @@ extern "C" {
 
 /// The workloads on libuv.
 const raw_peer *raw_libuv_peer(void);
+
+/// UDP echo over loopback: `round_trips` sequential round trips of `message`-byte datagrams
+/// between two sockets on two loop threads (raw_libuv_udp.c).
+raw_sock_result raw_libuv_udp_echo(int round_trips, int message, double timeout_seconds);
+/// `datagrams` datagrams of `message` bytes from one socket to another on another loop thread,
+/// at most `window` unacknowledged (raw_libuv_udp.c).
+raw_sock_result raw_libuv_udp_flood(long long datagrams, int message, int window, double timeout_seconds);
 
 #ifdef __cplusplus
 }

@@ -31,37 +31,20 @@ enum RunLoopKitContender: Contender {
         }
         let counter = PostCounter(target: blocks)
         PostCounter.current = Unmanaged.passUnretained(counter)
-        let unpinned = Atomic<Int>(0)
-        let line = StartLine(parties: producers + 1)
-        let threads = (0..<producers).map { index in
-            let share = blocks / producers + (index == 0 ? blocks % producers : 0)
-            return NativeThread {
-                if let processors, !pinCurrentThread(to: processors.producers) {
-                    unpinned.add(1, ordering: .relaxed)
-                }
-                line.wait()
-                counter.started(monotonicSeconds())
-                switch capture {
-                case .sharedObject:
-                    // The closure's context is the counter itself: one retain per post.
-                    for _ in 0..<share { loop.perform { counter.ran() } }
-                case .nothing:
-                    for _ in 0..<share { loop.perform { PostCounter.ranCurrent() } }
-                case .typical, .typicalUnretained:
-                    postTypical(share, producer: index, counter: counter, retained: capture == .typical) {
-                        loop.perform($0)
-                    }
+        return measureProducers(producers, total: blocks, counter: counter, pinnedTo: processors, timeout: timeout) {
+            index, share in
+            switch capture {
+            case .sharedObject:
+                // The closure's context is the counter itself: one retain per post.
+                for _ in 0..<share { loop.perform { counter.ran() } }
+            case .nothing:
+                for _ in 0..<share { loop.perform { PostCounter.ranCurrent() } }
+            case .typical, .typicalUnretained:
+                postTypical(share, producer: index, counter: counter, retained: capture == .typical) {
+                    loop.perform($0)
                 }
             }
         }
-        line.wait()
-        let finished = counter.done.wait(timeout: .now() + timeout) == .success
-        for thread in threads { thread.join(timeout: timeout) }
-        guard finished else { return .failure(.timedOut) }
-        guard unpinned.load(ordering: .relaxed) == 0 else {
-            return .failure(BenchError(reason: "could not pin the producers"))
-        }
-        return .success(counter.blocksPerSecond)
     }
 
     // MARK: 2. Ping-pong

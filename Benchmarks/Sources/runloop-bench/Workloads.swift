@@ -100,7 +100,7 @@ private let timerLeads = Locked<[Implementation: Double]>([:])
 enum Workloads {
     static let all: [Workload] = [
         post, pingPong, timers, churn, iteration, descriptor, idle, memory, actorHop, jobs, bulk, echo, connections,
-        schedule, scale,
+        schedule, scale, port, datagrams,
     ]
 
     static let post = Workload(

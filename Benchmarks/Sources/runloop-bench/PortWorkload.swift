@@ -1,0 +1,137 @@
+import Dispatch
+import RunLoopKit
+import Synchronization
+
+// Workload 16: values sent through a `LoopPort`, one by one from producer threads, against what
+// each peer does with the same three values from other threads (its typical-closure post, workload
+// 1); and RunLoopKit's typical-closure `perform` against a bare locked queue of the same closures.
+
+extension MetricID {
+    static let port1 = "port.1"
+    static let port4 = "port.4"
+    static let performFloor1 = "port.floor.1"
+    static let performFloor4 = "port.floor.4"
+}
+
+/// The port rows' message: the typical closure's three integers, by value.
+struct PortReading: Sendable {
+    let index: Int
+    let weight: Int
+    let producer: Int
+}
+
+extension RunLoopKitContender {
+    /// `messages` in total from `producers` threads, each sent alone with `send(_:)` to one
+    /// `LoopPort<PortReading>` on a `LoopThread`, whose handler does the typical closure's work
+    /// with the producer's tally; messages per second from the first producer's start to the last
+    /// message handled.
+    static func portThroughput(
+        producers: Int, messages: Int, pinnedTo processors: PostProcessors?, timeout: Double
+    ) -> Outcome<Double> {
+        let thread = LoopThread(name: "bench-port")
+        defer { stop([thread]) }
+        let loop = thread.loop
+        if let processors, !pinLoopThread(to: processors.loop, with: { loop.perform($0) }) {
+            return .failure(BenchError(reason: "could not pin the loop thread"))
+        }
+        let counter = PostCounter(target: messages)
+        let tallies = (0..<producers).map { _ in PostTally() }
+        let port = LoopPort<PortReading> { reading in
+            tallies[reading.producer].add(index: reading.index, weight: reading.weight, producer: reading.producer)
+            counter.ran()
+        }
+        defer { port.invalidate() }
+        loop.add(port, forMode: .default)
+        return measureProducers(producers, total: messages, counter: counter, pinnedTo: processors, timeout: timeout) {
+            producer, share in
+            for position in 0..<share {
+                port.send(PortReading(index: position, weight: position & 7, producer: producer))
+            }
+        }
+    }
+
+    /// The typical closure through `perform` divided by the same closures through a bare locked
+    /// queue drained by a thread that never sleeps (`--post-floor`'s first row), measured one after
+    /// the other.
+    static func performOverFloor(producers: Int, blocks: Int, pinnedTo processors: PostProcessors?, timeout: Double)
+        -> Outcome<Double>
+    {
+        let perform = postThroughput(
+            producers: producers, blocks: blocks, capture: .typical, pinnedTo: processors, timeout: timeout)
+        guard case .success(let performRate) = perform else { return perform }
+        guard let floorRate = PostFloor.floor(producers: producers, blocks: blocks, pinnedTo: processors) else {
+            return .failure(BenchError(reason: "the bare locked queue did not finish"))
+        }
+        return .success(performRate / floorRate)
+    }
+}
+
+extension Workloads {
+    static let port = Workload(
+        number: 16, name: "port", title: "Port messages, and the closure path against its floor",
+        metrics: [
+            Metric(
+                id: MetricID.port1, label: "port, 1 producer", unit: "messages/s", direction: .higherIsBetter,
+                notes: portPeers),
+            Metric(
+                id: MetricID.port4, label: "port, 4 producers", unit: "messages/s", direction: .higherIsBetter,
+                notes: portPeers),
+            Metric(
+                id: MetricID.performFloor1, label: "perform ÷ bare locked queue, typical closure, 1 producer",
+                unit: "×", direction: .higherIsBetter),
+            Metric(
+                id: MetricID.performFloor4, label: "perform ÷ bare locked queue, typical closure, 4 producers",
+                unit: "×", direction: .higherIsBetter),
+        ], curves: [],
+        how: [
+            .runLoopKit:
+                "`port.send(PortReading(index:weight:producer:))` (a struct of three integers) from producer threads to a `LoopPort` on a `LoopThread`, whose handler adds to the producer's tally and counts; the last two rows divide the typical-closure `perform` of workload 1 by a bare pthread-mutex-guarded array of the same closures drained by a thread that never sleeps (no loop), measured one after the other in each repetition",
+            .foundation: "the typical-closure rows of workload 1: `CFRunLoopPerformBlock` + `CFRunLoopWakeUp`",
+            .libevent: "the typical-closure rows of workload 1: a malloc'd item on the mutex-protected queue + eventfd",
+            .libuv:
+                "the typical-closure rows of workload 1: a malloc'd item on a mutex-protected list + `uv_async_send`",
+            .glib:
+                "the typical-closure rows of workload 1: `g_main_context_invoke` with a `g_memdup2` copy of the values",
+        ],
+        runner: .each { implementation, size in
+            var sample = Sample()
+            let processors = size.postPlacement.processors()
+            for (producers, id) in [(1, MetricID.port1), (4, MetricID.port4)] {
+                sample.record(
+                    id,
+                    processors.flatMap { processors in
+                        if implementation == .runLoopKit {
+                            RunLoopKitContender.portThroughput(
+                                producers: producers, messages: size.postBlocks, pinnedTo: processors,
+                                timeout: size.timeout)
+                        } else {
+                            implementation.contender.postThroughput(
+                                producers: producers, blocks: size.postBlocks, capture: .typical,
+                                pinnedTo: processors, timeout: size.timeout)
+                        }
+                    })
+            }
+            for (producers, id) in [(1, MetricID.performFloor1), (4, MetricID.performFloor4)] {
+                guard implementation == .runLoopKit else {
+                    sample.markMissing([id], BenchError(reason: "RunLoopKit's closure path against its own floor"))
+                    continue
+                }
+                sample.record(
+                    id,
+                    processors.flatMap { processors in
+                        RunLoopKitContender.performOverFloor(
+                            producers: producers, blocks: size.postBlocks, pinnedTo: processors,
+                            timeout: size.timeout)
+                    })
+            }
+            return sample
+        })
+
+    /// The peers have no typed port: each posts the same three values its usual way.
+    static let portPeers: [Implementation: String] = [
+        .foundation: "no typed port: a typical closure through `CFRunLoopPerformBlock`",
+        .libevent: "no typed port: the typical malloc'd item, freed on the loop thread",
+        .libuv: "no typed port: the typical malloc'd item, freed on the loop thread",
+        .glib: "no typed port: `g_main_context_invoke` with a copy of the values",
+    ]
+}

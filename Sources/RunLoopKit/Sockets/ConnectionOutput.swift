@@ -1,0 +1,112 @@
+import Synchronization
+
+/// A connection's output: the bytes its socket has not taken yet, the write watermarks and the
+/// awaited writes waiting for the queue to fall below the high one.
+///
+/// Owned by `LoopConnection`, which reaches it on the loop's thread only, through an accessor that
+/// checks the thread in debug builds (`LoopConnection.output`). The two atomics are the exception:
+/// any thread reads them (`outputBufferedBytes`, `isWritable`), in place: the type is noncopyable,
+/// so reading them never copies the loop thread's fields. What the queue's state asks of the
+/// connection (report `writable`, send the end of stream, close) is decided by the connection and
+/// its lifecycle, not here.
+struct ConnectionOutput: ~Copyable {
+    /// The bytes queued, as last recorded by `updateWatermarks()`, for any thread.
+    let queuedCount = Atomic<Int>(0)
+
+    /// What the socket has not taken yet; nil while nothing waits, which is the usual case (a
+    /// write goes to the socket at once), so that an idle connection holds no output buffer.
+    private var queue: EventBuffer?
+    /// `writeWatermarks` as the loop thread applies them.
+    var watermarks = LoopConnection.defaultWriteWatermarks
+    /// Awaited `write(_:)` calls waiting below the high watermark, each with the flag its task's
+    /// cancellation sets, by which a cancellation finds its own call.
+    private var waitingWriters: [(flag: CancellationFlag, continuation: CheckedContinuation<Void, any Error>)] = []
+    /// Whether the queue is below the high watermark: false from when it reaches the high
+    /// watermark until it falls to the low one. The loop thread alone writes it. Last, so that the
+    /// connection's flags that follow fill the rest of its word.
+    let belowHighWatermark = Atomic<Bool>(true)
+
+    /// The bytes queued now.
+    var count: Int { queue?.count ?? 0 }
+
+    /// Whether the queue reached the high watermark and has not fallen to the low one since.
+    var isAboveHighWatermark: Bool { !belowHighWatermark.load(ordering: .relaxed) }
+
+    // MARK: The queue
+
+    /// Copies `bytes` to the end of the queue.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        buffer().append(bytes)
+    }
+
+    /// Moves the bytes of `other` to the end of the queue, leaving `other` empty: no copy.
+    mutating func moveAll(from other: EventBuffer) {
+        buffer().moveAll(from: other)
+    }
+
+    /// Sends the front of the queue on `descriptor` and drops what was sent: what the send gave.
+    /// Only while bytes are queued.
+    func send(to descriptor: Int32) -> Result<Int, Errno> {
+        queue!.send(to: descriptor)
+    }
+
+    /// Lets the buffer go once it is empty, so that a connection that once had a backlog holds
+    /// none.
+    mutating func releaseIfEmpty() {
+        if count == 0 { queue = nil }
+    }
+
+    /// The buffer, made on the first write the socket does not take whole.
+    private mutating func buffer() -> EventBuffer {
+        if let queue { return queue }
+        let created = EventBuffer()
+        queue = created
+        return created
+    }
+
+    // MARK: Watermarks
+
+    /// Records `queued` (the count now) for other threads and moves across the watermarks: at the
+    /// high one the queue stops being writable; at the low one, after the high, it is writable
+    /// again and the waiting writers go on. Returns true then: the connection reports `writable`.
+    @inline(__always)
+    mutating func updateWatermarks(queued: Int) -> Bool {
+        queuedCount.store(queued, ordering: .releasing)
+        let (low, high) = watermarks
+        if isAboveHighWatermark {
+            guard queued <= low else { return false }
+            belowHighWatermark.store(true, ordering: .releasing)
+            let writers = waitingWriters
+            waitingWriters.removeAll()
+            for writer in writers { writer.continuation.resume() }
+            return true
+        }
+        if queued >= high && high > 0 { belowHighWatermark.store(false, ordering: .releasing) }
+        return false
+    }
+
+    // MARK: Waiting writers
+
+    /// An awaited write whose bytes are queued waits until the queue falls to the low watermark.
+    mutating func waitBelowHighWatermark(
+        _ flag: CancellationFlag, _ continuation: CheckedContinuation<Void, any Error>
+    ) {
+        waitingWriters.append((flag, continuation))
+    }
+
+    /// The task of the waiting write with `flag` was cancelled: if it still waits, it ends with
+    /// `CancellationError` (its bytes stay queued).
+    mutating func cancelWaiting(_ flag: CancellationFlag) {
+        guard let index = waitingWriters.firstIndex(where: { $0.flag === flag }) else { return }
+        waitingWriters.remove(at: index).continuation.resume(throwing: CancellationError())
+    }
+
+    /// The connection closed: the queue is dropped and the waiting writers throw `error`.
+    mutating func close(failingWritersWith error: LoopError) {
+        queue = nil
+        queuedCount.store(0, ordering: .releasing)
+        let writers = waitingWriters
+        waitingWriters.removeAll()
+        for writer in writers { writer.continuation.resume(throwing: error) }
+    }
+}
