@@ -61,7 +61,9 @@ public final class LoopObserver: @unchecked Sendable {
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        invalidateItem { $1.handler.take() }
+        var handler: ((LoopObserver, Loop.Activity) -> Void)?
+        retireItem { handler = $1.handler.take() }
+        _ = handler  // let go of here, after the observer's and its loop's locks
     }
 
     // MARK: Loop machinery

@@ -66,7 +66,9 @@ extension Loop {
 
     /// Wakes the loop, from another thread, for a change it re-reads before sleeping (a stop, a
     /// signal, an item added or removed, an instrument): a sleep in progress ends, an awake loop
-    /// sees the change before it sleeps.
+    /// sees the change before it sleeps. Inlined: every item added or removed, and every signal,
+    /// checks the thread.
+    @inline(__always)
     func wakeUpIfForeign() {
         guard !isCurrentThread else { return }
         inbox.wake(endsNextSleep: false)
