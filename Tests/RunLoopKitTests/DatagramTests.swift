@@ -121,8 +121,13 @@ import Testing
         for sender in senders { sender.start() }
         #expect(waitUntil(within: .seconds(30)) { socket.queuedDatagrams == 0 && senders.allSatisfy(\.isFinished) })
         // The end marker waits behind everything queued before it: awaited, it is never dropped.
+        // Sent from a task on a loop thread of its own: this test holds one of Swift concurrency's
+        // few threads until Python exits, and other tests may hold the rest for longer than
+        // Python's 20 s wait, so a task needing one of them could start too late.
         let sent = Locked(false)
-        Task.detached {
+        let runner = LoopThread(name: "datagram-order-end")
+        defer { runner.stop() }
+        Task(executorPreference: runner.loop) {
             try await socket.send(Array("end".utf8), to: target)
             sent.withLock { $0 = true }
         }
@@ -201,7 +206,9 @@ import Testing
     }
 
     /// A connected socket learns of the ICMP port unreachable its datagram drew: ECONNREFUSED.
-    @Test func refusalOnAConnectedSocket() async throws {
+    @Test func refusalOnAConnectedSocket() async throws { try await onOwnLoopThread(refusal) }
+
+    private func refusal() async throws {
         let thread = LoopThread(name: "datagram-refusal")
         defer { thread.stop() }
         // A port Python bound and let go of: nothing listens there now.
@@ -238,7 +245,9 @@ import Testing
 
     /// Multicast on loopback only: joined on 127.0.0.1, sent out of 127.0.0.1 with a time to live
     /// of 0, so that nothing leaves the machine.
-    @Test func multicastOnLoopback() async throws {
+    @Test func multicastOnLoopback() async throws { try await onOwnLoopThread(multicast) }
+
+    private func multicast() async throws {
         let thread = LoopThread(name: "datagram-multicast")
         defer { thread.stop() }
         let group = try SocketAddress(ipv4: "239.255.71.29", port: 0)
@@ -536,7 +545,9 @@ extension Result {
 }
 
 /// Invalidates `socket` after 10 s unless cancelled first: a `receive()` the kernel never answers
-/// then throws, and the test fails instead of hanging.
+/// then throws, and the test fails instead of hanging. The test runs on a loop thread of its own
+/// (`onOwnLoopThread`), so that the 10 s are the kernel's and the loops', not a wait for one of
+/// Swift concurrency's threads.
 private func invalidate(_ socket: LoopDatagramSocket, on loop: Loop) -> LoopScheduled {
     loop.schedule(after: .seconds(10)) { socket.invalidate() }
 }

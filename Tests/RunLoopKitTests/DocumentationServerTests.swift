@@ -283,8 +283,10 @@ private func readWithADeadline(
         let listener = try idleServer(on: server.loop, limit: .milliseconds(100))
         let client = LoopThread(name: "idle-client")
         defer { client.shutdown() }
-        let connection = try await LoopConnection.connect(to: listener.localAddress, on: client.loop)
+        // Before the connect: the server's timer starts at the accept, and the awaiting task may
+        // resume from the connect much later on a machine whose cooperative threads are busy.
         let start = ContinuousClock.now
+        let connection = try await LoopConnection.connect(to: listener.localAddress, on: client.loop)
         // Silent both ways: the server closes it, and the client reads the end of stream.
         #expect(try await connection.read(maxLength: 16) == [])
         #expect(ContinuousClock.now - start >= .milliseconds(100))

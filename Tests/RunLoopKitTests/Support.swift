@@ -29,6 +29,16 @@ func awaitFreshThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async ->
     }
 }
 
+/// Runs `body` in a task on a loop thread of its own and returns its result: its awaits resume on
+/// that thread, not on one of Swift concurrency's few threads, which other tests may all hold for
+/// tens of seconds on a loaded machine. For tests whose time limits run on a loop's thread (a
+/// watchdog that ends a wait the kernel never answers) while the test's task awaits.
+func onOwnLoopThread<T: Sendable>(_ body: sending @escaping () async throws -> T) async throws -> T {
+    let runner = LoopThread(name: "test-task")
+    defer { runner.stop() }
+    return try await Task(executorPreference: runner.loop) { try await body() }.value
+}
+
 /// A thread-safe log of events, for comparing sequences.
 final class Recorder<Event: Sendable>: Sendable {
     private let storage = Locked<[Event]>([])
