@@ -1,6 +1,6 @@
 # RunLoopKit — build, demo and test on Linux.
 #
-#   make demo    install libevent-dev (and libuv1-dev, libglib2.0-dev) if missing, then run the narrated demo
+#   make demo    install libevent-dev and libssl-dev (and libuv1-dev, libglib2.0-dev) if missing, then run the narrated demo
 #   make test    install the same if missing, then run the unit tests
 #   make test-sanitize  the whole suite under ThreadSanitizer and AddressSanitizer
 #   make compile-checks  the handler rules as the compiler sees them: the small programs of
@@ -50,16 +50,20 @@ COVERAGE_PATH ?= .build/coverage
 all: build
 
 # libevent 2.1 from Debian/Ubuntu's libevent-dev (found via pkg-config as
-# libevent_core), and libuv1-dev and libglib2.0-dev for runloop-bench's other C
-# peers. Quiet and quick when they are already installed. apt-get update runs
-# only when the package lists are missing or older than a day.
+# libevent_core), OpenSSL 3 from libssl-dev (pkg-config: openssl) and its
+# command line (the TLS tests' certificates and peers), and libuv1-dev and
+# libglib2.0-dev for runloop-bench's other C peers. Quiet and quick when they are
+# already installed. apt-get update runs only when the package lists are missing
+# or older than a day.
 deps:
-	@if ! pkg-config --exists libevent_core libuv glib-2.0 2>/dev/null; then \
+	@if ! pkg-config --exists libevent_core openssl libuv glib-2.0 2>/dev/null || ! command -v openssl >/dev/null 2>&1; then \
 		set -e; \
 		SUDO=; \
 		if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi; \
 		PKGS=; \
 		pkg-config --exists libevent_core 2>/dev/null || PKGS="$$PKGS libevent-dev"; \
+		pkg-config --exists openssl 2>/dev/null || PKGS="$$PKGS libssl-dev"; \
+		command -v openssl >/dev/null 2>&1 || PKGS="$$PKGS openssl"; \
 		pkg-config --exists libuv 2>/dev/null || PKGS="$$PKGS libuv1-dev"; \
 		pkg-config --exists glib-2.0 2>/dev/null || PKGS="$$PKGS libglib2.0-dev"; \
 		command -v pkg-config >/dev/null 2>&1 || PKGS="$$PKGS pkg-config"; \
