@@ -10,10 +10,17 @@ import Synchronization
 /// the bytes the socket takes, as for plaintext. The session never touches the descriptor: the
 /// connection's reads and writes, EINTR rule and SIGPIPE-free sends stay the only ones.
 ///
-/// Why buffers rather than OpenSSL on the socket (`SSL_set_fd`): the same 1 GiB one way over a
-/// loopback TCP connection, AES-256-GCM, TLS 1.3, 16 KiB writes (scripts/tls-bio-bench.c,
-/// `make tls-bio-bench`), median of 5 alternating runs on the 2-core build machine:
-/// see the figures at `TLSEngine.measuredThroughput`.
+/// Why buffers rather than OpenSSL on the socket (`SSL_set_fd`): measured with
+/// scripts/tls-bio-bench.sh (1 GiB, or 64 MiB under callgrind, one way over loopback TCP, TLS 1.3,
+/// AES-256-GCM, 16 KiB writes), OpenSSL on the socket costs 8.34 instructions a byte, over
+/// libevent's buffers (this engine's BIO) 10.00, over OpenSSL's own memory BIOs 14.41
+/// (`CALLGRIND=1 MEBIBYTES=64 scripts/tls-bio-bench.sh`); timed, 7 alternating runs of 512 MiB on
+/// the shared 2-core machine (load 8-10) gave medians of 0.285, 0.206 and 0.293 GB/s, spreads
+/// 0.25-0.41, 0.16-0.25 and 0.25-0.36 (`ROUNDS=7 MEBIBYTES=512 scripts/tls-bio-bench.sh`). The
+/// socket is 17% fewer instructions (two copies fewer: the ciphertext into and out of the
+/// buffers), but OpenSSL's socket BIO writes with `write` (SIGPIPE when the peer has gone) and a
+/// write it could not finish must be repeated with the same bytes, outside the connection's queue,
+/// watermarks and writev: so the buffers stay, and the two copies are their price.
 ///
 /// Loop thread only, except the facts (`negotiatedProtocol`, `peerCertificateSubject`), which
 /// any thread reads once the handshake is done.
