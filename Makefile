@@ -7,12 +7,13 @@
 #                Tests/CompileChecks compiled in Swift 6 mode (racy ones must not compile, safe ones
 #                must run; scripts/compile-checks.sh)
 #   make stress  the stress and model tests at full size
-#   make serve-bench  load runloop-httpd, raw-httpd (C) and nginx with wrk, side by side
-#                     (installs wrk and nginx if missing; settings: scripts/serve-bench.sh)
+#   make serve-bench  load runloop-httpd, raw-httpd (C) and nginx with wrk, side by side, then
+#                     runloop-httpd and nginx over HTTPS (installs wrk and nginx if missing;
+#                     settings: scripts/serve-bench.sh)
 #   make fuzz    libFuzzer + AddressSanitizer on HTTPCore's request parser for FUZZ_SECONDS (60)
 #                (seed corpus Fuzz/corpus, copied to FUZZ_DIR; entry point Fuzz/HTTPParserFuzz.swift)
 #   make soak    runloop-httpd under wrk -c1000 for 60 s: errors, RSS, leaked sockets, clean exit
-#                (settings: scripts/soak.sh)
+#                (settings: scripts/soak.sh; TLS=1 for HTTPS)
 #   make bench   build runloop-bench in release and run it (flags in BENCH_FLAGS,
 #                e.g. make bench BENCH_FLAGS="--quick --json bench.json")
 #   make docs    the DocC site of RunLoopKit in .build/docs (static; DOCS_BASE_PATH for a sub-path),
@@ -35,6 +36,7 @@ SWIFT_TEST_FLAGS ?=
 BENCH_FLAGS ?=
 SWIFTC ?= swiftc
 FUZZ_SECONDS ?= 60
+TLS ?=
 FUZZ_DIR ?= /tmp/runloopkit-fuzz
 DOCC ?= docc
 DOCS_DIR ?= .build/docs
@@ -132,7 +134,7 @@ fuzz:
 		-artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus
 
 soak: deps
-	SWIFT="$(SWIFT)" scripts/soak.sh
+	SWIFT="$(SWIFT)" TLS="$(TLS)" scripts/soak.sh
 
 # The DocC site. Symbol graphs come from the debug build's modules (swift symbolgraph-extract: no
 # second build with other flags); RunLoopKitMainExecutor's is checked for /// comments too. Every
