@@ -335,6 +335,25 @@ extension EchoServer {
         #expect(accepted.events.isEmpty)
     }
 
+    @Test func renegotiationIsRefused() throws {
+        // Refused, the renegotiation leaves the connection idle: the server's idle timeout ends it,
+        // and s_client with it.
+        let server = try EchoServer(try certificates.server()) { connection in
+            connection.idleTimeout = .milliseconds(500)
+        }
+        defer { server.stop() }
+        // s_client's "R" asks for a renegotiation (TLS 1.2); its input stays open meanwhile (it
+        // would end the session at the end of its input, and takes no commands with -ign_eof).
+        let (_, output) = runTool(
+            "/bin/sh",
+            [
+                "-c", "(echo R; sleep 3) | openssl s_client -connect 127.0.0.1:$0 -CAfile $1 -tls1_2",
+                String(server.port), certificates.caCertificate,
+            ])
+        #expect(output.contains("RENEGOTIATING"), "\(output)")
+        #expect(output.contains("no renegotiation"), "\(output)")
+    }
+
     @Test func noSharedCipherIsRefused() async throws {
         // An EC key, and only RSA key exchange allowed: the server has nothing to offer.
         let server = try OpenSSLServer([
