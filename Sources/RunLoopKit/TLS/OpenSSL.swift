@@ -283,6 +283,9 @@ final class OpenSSLSession {
     func decrypt(into plaintext: EventBuffer) -> (count: Int, stop: Progress) {
         var total = 0
         while true {
+            // Nothing left to decrypt: no space is reserved for a read that would find nothing (a
+            // block of the input buffer made and dropped per request, otherwise).
+            if cipherIn.count == 0 && SSL_has_pending(ssl) == 0 { return (total, .wantsInput) }
             OpenSSL.clearErrors()
             var result: Int32 = 0
             _ = plaintext.append(maxLength: OpenSSLSession.recordSize) { space in
