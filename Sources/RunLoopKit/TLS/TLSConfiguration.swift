@@ -23,8 +23,11 @@ public enum TLSVerification: Sendable, Hashable {
 
 /// The oldest TLS version a configuration accepts.
 public enum TLSVersion: Sendable, Hashable {
+    // The names of the versions, as TLS spells them.
+    // swift-format-ignore: AlwaysUseLowerCamelCase
     /// TLS 1.2 (the default): TLS 1.2 and 1.3.
     case v1_2
+    // swift-format-ignore: AlwaysUseLowerCamelCase
     /// TLS 1.3 only.
     case v1_3
 }
