@@ -68,9 +68,8 @@ public struct TLSConfiguration: Sendable {
     public var handshakeTimeout: Duration = .seconds(5)
     /// A client's server name: sent as SNI when it is a DNS name, and verified against the
     /// certificate with `.fullVerification` (the address connected to is verified when it is nil).
-    public var serverName: String? {
-        didSet { cache = ContextCache() }
-    }
+    /// Set per connection: changing it keeps the configuration's context.
+    public var serverName: String?
 
     /// A server's chain and key; nil for a client.
     let credentials: OpenSSLCredentials?
