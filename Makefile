@@ -11,7 +11,9 @@
 #                     runloop-httpd and nginx over HTTPS (installs wrk and nginx if missing;
 #                     settings: scripts/serve-bench.sh)
 #   make fuzz    libFuzzer + AddressSanitizer on HTTPCore's request parser for FUZZ_SECONDS (60)
-#                (seed corpus Fuzz/corpus, copied to FUZZ_DIR; entry point Fuzz/HTTPParserFuzz.swift)
+#                (seed corpus Fuzz/corpus, copied to FUZZ_DIR; entry point Fuzz/HTTPParserFuzz.swift),
+#                then `make fuzz-tls`: the TLS engine's handshake and record path, as long
+#                (seed corpus Fuzz/tls-corpus; entry point Fuzz/TLSHandshakeFuzz.swift)
 #   make soak    runloop-httpd under wrk -c1000 for 60 s: errors, RSS, leaked sockets, clean exit
 #                (settings: scripts/soak.sh; TLS=1 for HTTPS)
 #   make bench   build runloop-bench in release and run it (flags in BENCH_FLAGS,
@@ -38,6 +40,7 @@ SWIFTC ?= swiftc
 FUZZ_SECONDS ?= 60
 TLS ?=
 FUZZ_DIR ?= /tmp/runloopkit-fuzz
+FUZZ_TLS_DIR ?= /tmp/runloopkit-fuzz-tls
 DOCC ?= docc
 DOCS_DIR ?= .build/docs
 DOCS_BASE_PATH ?=
@@ -46,7 +49,7 @@ SWIFT_API_DIGESTER ?= swift-api-digester
 API_MODULES = RunLoopKit RunLoopKitMainExecutor
 COVERAGE_PATH ?= .build/coverage
 
-.PHONY: all deps python-deps build demo test test-sanitize compile-checks stress serve-bench bench fuzz soak docs docs-serve \
+.PHONY: all deps python-deps build demo test test-sanitize compile-checks stress serve-bench bench fuzz fuzz-tls soak docs docs-serve \
 	api-check api-baseline coverage format lint clean
 
 all: build
@@ -132,6 +135,29 @@ fuzz:
 		Sources/HTTPCore/*.swift Fuzz/HTTPParserFuzz.swift -o $(FUZZ_DIR)/http-parser-fuzz
 	SWIFT_BACKTRACE=enable=no $(FUZZ_DIR)/http-parser-fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 		-artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus
+	$(MAKE) fuzz-tls
+
+# The TLS engine's server side under libFuzzer + AddressSanitizer for FUZZ_SECONDS: RunLoopKit's
+# sources and the entry point Fuzz/TLSHandshakeFuzz.swift compiled as one module (CPlatform's C
+# file with clang, found through a module map made here), fed client ciphertext from the seed
+# corpus Fuzz/tls-corpus (ClientHellos of openssl s_client, TLS 1.3 and 1.2), with a certificate
+# made by the openssl command line. Crashing inputs go to $(FUZZ_TLS_DIR)/artifacts.
+fuzz-tls: deps
+	rm -rf $(FUZZ_TLS_DIR) && mkdir -p $(FUZZ_TLS_DIR)/CPlatform $(FUZZ_TLS_DIR)/corpus $(FUZZ_TLS_DIR)/artifacts
+	cp Fuzz/tls-corpus/* $(FUZZ_TLS_DIR)/corpus/
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout $(FUZZ_TLS_DIR)/key.pem \
+		-out $(FUZZ_TLS_DIR)/cert.pem -days 1 -subj "/CN=localhost" 2>/dev/null
+	clang -O1 -g -fsanitize=address -c Sources/CPlatform/platform.c -I Sources/CPlatform/include \
+		-o $(FUZZ_TLS_DIR)/platform.o
+	printf 'module CPlatform {\n    header "%s/Sources/CPlatform/include/rlk_platform.h"\n    export *\n}\n' "$(CURDIR)" \
+		>$(FUZZ_TLS_DIR)/CPlatform/module.modulemap
+	$(SWIFTC) -swift-version 6 -package-name RunLoopKit -sanitize=fuzzer,address -parse-as-library -O -g \
+		-module-name TLSHandshakeFuzz $$(find Sources/RunLoopKit -name '*.swift' | sort) Fuzz/TLSHandshakeFuzz.swift \
+		-I Modulemaps/CLibevent -I Modulemaps/COpenSSL -I $(FUZZ_TLS_DIR)/CPlatform $(FUZZ_TLS_DIR)/platform.o \
+		-levent_core -lssl -lcrypto -o $(FUZZ_TLS_DIR)/tls-handshake-fuzz
+	FUZZ_TLS_DIR=$(FUZZ_TLS_DIR) SWIFT_BACKTRACE=enable=no $(FUZZ_TLS_DIR)/tls-handshake-fuzz \
+		-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(FUZZ_TLS_DIR)/artifacts/ \
+		$(FUZZ_TLS_DIR)/corpus
 
 soak: deps
 	SWIFT="$(SWIFT)" TLS="$(TLS)" scripts/soak.sh
