@@ -1,17 +1,20 @@
 # RunLoopKit — build, demo and test on Linux.
 #
-#   make demo    install libevent-dev if missing, then run the narrated demo
-#   make test    install libevent-dev (and libuv1-dev, libglib2.0-dev for the benchmark) if missing,
+#   make demo    install libevent-dev and libssl-dev if missing, then run the narrated demo
+#   make test    install libevent-dev, libssl-dev (and libuv1-dev, libglib2.0-dev for the benchmark) if missing,
 #                then run the unit tests, then the benchmark's smoke tests (package Benchmarks/)
 #   make test-sanitize  the whole suite under ThreadSanitizer and AddressSanitizer
 #   make compile-checks  the handler rules as the compiler sees them: the small programs of
 #                Tests/CompileChecks compiled in Swift 6 mode (racy ones must not compile, safe ones
 #                must run; scripts/compile-checks.sh)
 #   make stress  the stress and model tests at full size
-#   make serve-bench  load runloop-httpd, raw-httpd (C) and nginx with wrk, side by side
-#                     (installs wrk and nginx if missing; settings: scripts/serve-bench.sh)
+#   make serve-bench  load runloop-httpd, raw-httpd (C) and nginx with wrk, side by side, then
+#                     runloop-httpd and nginx over HTTPS (installs wrk and nginx if missing;
+#                     settings: scripts/serve-bench.sh)
 #   make fuzz    libFuzzer + AddressSanitizer on HTTPCore's request parser for FUZZ_SECONDS (60)
-#                (seed corpus Fuzz/corpus, copied to FUZZ_DIR; entry point Fuzz/HTTPParserFuzz.swift)
+#                (seed corpus Fuzz/corpus, copied to FUZZ_DIR; entry point Fuzz/HTTPParserFuzz.swift),
+#                then `make fuzz-tls`: the TLS engine's handshake and record path, as long
+#                (seed corpus Fuzz/tls-corpus; entry point Fuzz/TLSHandshakeFuzz.swift)
 #   make soak    runloop-httpd under wrk -c1000 for 60 s: errors, RSS, leaked sockets, clean exit
 #                (settings: scripts/soak.sh)
 #   make bench   build runloop-bench (package Benchmarks/) in release and run it from here (flags
@@ -42,7 +45,9 @@ BENCH_PACKAGE = Benchmarks
 BENCH_FLAGS ?=
 SWIFTC ?= swiftc
 FUZZ_SECONDS ?= 60
+TLS ?=
 FUZZ_DIR ?= /tmp/runloopkit-fuzz
+FUZZ_TLS_DIR ?= /tmp/runloopkit-fuzz-tls
 DOCC ?= docc
 DOCS_DIR ?= .build/docs
 DOCS_BASE_PATH ?=
@@ -51,7 +56,7 @@ SWIFT_API_DIGESTER ?= swift-api-digester
 API_MODULES = RunLoopKit RunLoopKitMainExecutor
 COVERAGE_PATH ?= .build/coverage
 
-.PHONY: all deps bench-deps check-library-only python-deps build demo test test-sanitize compile-checks stress serve-bench bench fuzz soak docs docs-serve \
+.PHONY: all deps bench-deps check-library-only python-deps build demo test test-sanitize compile-checks stress serve-bench bench fuzz fuzz-tls soak docs docs-serve \
 	api-check api-baseline coverage format lint clean
 
 all: build
@@ -60,7 +65,7 @@ all: build
 # libevent 2.1 (libevent-dev, found as libevent_core); the benchmark's other C peers need libuv
 # and GLib, installed only for the targets that build the benchmark. Quiet and quick when they are
 # installed (scripts/apt-install.sh otherwise).
-LIBRARY_DEPS = libevent_core:libevent-dev
+LIBRARY_DEPS = libevent_core:libevent-dev openssl:libssl-dev
 BENCH_DEPS = libuv:libuv1-dev glib-2.0:libglib2.0-dev
 
 define install-missing
@@ -72,8 +77,10 @@ define install-missing
 	if [ -n "$$missing" ]; then scripts/apt-install.sh $$missing; fi
 endef
 
+# The TLS tests make their certificates and run their peers with the openssl command line.
 deps:
 	$(call install-missing,$(LIBRARY_DEPS))
+	@command -v openssl >/dev/null 2>&1 || scripts/apt-install.sh openssl
 
 bench-deps: deps
 	$(call install-missing,$(BENCH_DEPS))
@@ -145,9 +152,32 @@ fuzz:
 		Sources/HTTPCore/*.swift Fuzz/HTTPParserFuzz.swift -o $(FUZZ_DIR)/http-parser-fuzz
 	SWIFT_BACKTRACE=enable=no $(FUZZ_DIR)/http-parser-fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 		-artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus
+	$(MAKE) fuzz-tls
+
+# The TLS engine's server side under libFuzzer + AddressSanitizer for FUZZ_SECONDS: RunLoopKit's
+# sources and the entry point Fuzz/TLSHandshakeFuzz.swift compiled as one module (CPlatform's C
+# file with clang, found through a module map made here), fed client ciphertext from the seed
+# corpus Fuzz/tls-corpus (ClientHellos of openssl s_client, TLS 1.3 and 1.2), with a certificate
+# made by the openssl command line. Crashing inputs go to $(FUZZ_TLS_DIR)/artifacts.
+fuzz-tls: deps
+	rm -rf $(FUZZ_TLS_DIR) && mkdir -p $(FUZZ_TLS_DIR)/CPlatform $(FUZZ_TLS_DIR)/corpus $(FUZZ_TLS_DIR)/artifacts
+	cp Fuzz/tls-corpus/* $(FUZZ_TLS_DIR)/corpus/
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout $(FUZZ_TLS_DIR)/key.pem \
+		-out $(FUZZ_TLS_DIR)/cert.pem -days 1 -subj "/CN=localhost" 2>/dev/null
+	clang -O1 -g -fsanitize=address -c Sources/CPlatform/platform.c -I Sources/CPlatform/include \
+		-o $(FUZZ_TLS_DIR)/platform.o
+	printf 'module CPlatform {\n    header "%s/Sources/CPlatform/include/rlk_platform.h"\n    export *\n}\n' "$(CURDIR)" \
+		>$(FUZZ_TLS_DIR)/CPlatform/module.modulemap
+	$(SWIFTC) -swift-version 6 -package-name RunLoopKit -sanitize=fuzzer,address -parse-as-library -O -g \
+		-module-name TLSHandshakeFuzz $$(find Sources/RunLoopKit -name '*.swift' | sort) Fuzz/TLSHandshakeFuzz.swift \
+		-I Modulemaps/CLibevent -I Modulemaps/COpenSSL -I $(FUZZ_TLS_DIR)/CPlatform $(FUZZ_TLS_DIR)/platform.o \
+		-levent_core -lssl -lcrypto -o $(FUZZ_TLS_DIR)/tls-handshake-fuzz
+	FUZZ_TLS_DIR=$(FUZZ_TLS_DIR) SWIFT_BACKTRACE=enable=no $(FUZZ_TLS_DIR)/tls-handshake-fuzz \
+		-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(FUZZ_TLS_DIR)/artifacts/ \
+		$(FUZZ_TLS_DIR)/corpus
 
 soak: deps
-	SWIFT="$(SWIFT)" scripts/soak.sh
+	SWIFT="$(SWIFT)" TLS="$(TLS)" scripts/soak.sh
 
 # The DocC site. Symbol graphs come from the debug build's modules (swift symbolgraph-extract: no
 # second build with other flags); RunLoopKitMainExecutor's is checked for /// comments too. Every

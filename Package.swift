@@ -20,9 +20,16 @@ let package = Package(
         // The Linux calls beyond libevent (eventfd, timerfd, signal routing, pidfds, accept4, the
         // main-queue hooks), wrapped once; only Platform/Platform.swift of RunLoopKit imports it.
         .target(name: "CPlatform"),
+        // OpenSSL 3 from Debian's libssl-dev; only TLS/OpenSSL.swift of RunLoopKit imports it.
+        .systemLibrary(
+            name: "COpenSSL",
+            path: "Modulemaps/COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(
             name: "RunLoopKit",
-            dependencies: ["CLibevent", "CPlatform"]
+            dependencies: ["CLibevent", "CPlatform", "COpenSSL"]
         ),
         // Opt-in: Loop.main as the program's main executor (Swift 6.3's experimental hooks).
         .target(

@@ -20,7 +20,7 @@ flags=(-swift-version 6 -I "$bin/Modules")
 for dir in Modulemaps/*/; do flags+=(-I "$PWD/${dir%/}"); done
 for map in "$bin"/*.build/module.modulemap; do [ -e "$map" ] && flags+=(-Xcc "-fmodule-map-file=$map"); done
 objects=("$bin"/RunLoopKit.build/*.o "$bin"/CPlatform.build/*.o)
-libs=(-levent_core)
+libs=(-levent_core -lssl -lcrypto)
 
 check() {
     local file="$1" name log expected status

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Loads runloop-httpd, raw-httpd (the same server on raw libevent, in C) and nginx in turn with the
 # same wrk settings, several alternating rounds, and prints the requests/s medians and the ratio of
-# runloop-httpd to each. `make serve-bench` runs it.
+# runloop-httpd to each. Then the HTTPS round: runloop-httpd (--tls-cert, --tls-key) and nginx with
+# the same certificate (EC P-256, made for the run by the openssl command line), TLS 1.3,
+# keep-alive, wrk over https (raw-httpd speaks no TLS). `make serve-bench` runs it.
 #
 # Settings (environment variables):
 #   ROUNDS=5        rounds (at least 3); each round runs every server once, in a rotating order
@@ -13,6 +15,7 @@
 #   URL_PATH=/      path requested
 #   NGINX_PORT=18089
 #   SERVERS="runloop-httpd raw-httpd nginx"
+#   SCHEMES="http https"  the rounds to run (https: the servers of SERVERS that speak TLS)
 #   SCRATCH_PATH=   swift build --scratch-path (default: the package's .build)
 #   SWIFT=swift
 #
@@ -30,6 +33,7 @@ THREADS=${THREADS:-$(nproc)}
 URL_PATH=${URL_PATH:-/}
 NGINX_PORT=${NGINX_PORT:-18089}
 SERVERS=${SERVERS:-"runloop-httpd raw-httpd nginx"}
+SCHEMES=${SCHEMES:-"http https"}
 SWIFT=${SWIFT:-swift}
 SCRATCH_FLAGS=()
 if [ -n "${SCRATCH_PATH:-}" ]; then SCRATCH_FLAGS=(--scratch-path "$SCRATCH_PATH"); fi
@@ -71,9 +75,25 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Answers "Hello, World!" on GET / (checked with bash's /dev/tcp: no client tool needed).
+# The HTTPS round's certificate, shared by every server.
+CERT="$WORK/cert.pem"
+KEY="$WORK/key.pem"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$KEY" -out "$CERT" \
+    -days 1 -subj "/CN=localhost" 2>/dev/null
+SCHEME=http
+
+# Answers "Hello, World!" on GET / (checked with bash's /dev/tcp over HTTP, openssl s_client over
+# HTTPS: no other client tool needed).
 check_response() {
     local port=$1 reply
+    if [ "$SCHEME" = https ]; then
+        reply=$(printf 'GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n' |
+            timeout 5 openssl s_client -quiet -tls1_3 -connect "127.0.0.1:$port" 2>/dev/null || true)
+        case "$reply" in
+            "HTTP/1.1 200 OK"*"Hello, World!") return 0 ;;
+            *) log "serve-bench: unexpected reply on port $port over HTTPS: $reply"; return 1 ;;
+        esac
+    fi
     reply=$(timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port
         printf 'GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n' >&3
         cat <&3" 2>/dev/null || true)
@@ -89,7 +109,9 @@ start_server() {
     : >"$out"
     case "$name" in
         runloop-httpd | raw-httpd)
-            "$BIN/$name" --port 0 --threads "$THREADS" >"$out" 2>&1 &
+            local tls=()
+            [ "$SCHEME" = https ] && tls=(--tls-cert "$CERT" --tls-key "$KEY")
+            "$BIN/$name" --port 0 --threads "$THREADS" "${tls[@]}" >"$out" 2>&1 &
             SERVER_PID=$!
             PORT=
             for _ in $(seq 100); do
@@ -101,8 +123,11 @@ start_server() {
         nginx)
             local prefix="$WORK/nginx"
             mkdir -p "$prefix"
+            local ssl=
+            [ "$SCHEME" = https ] && ssl=ssl
             sed -e "s|@WORKERS@|$THREADS|g" -e "s|@PORT@|$NGINX_PORT|g" -e "s|@PREFIX@|$prefix|g" \
-                -e "s|@USER@|$(id -un) $(id -gn)|g" scripts/nginx-bench.conf >"$prefix/nginx.conf"
+                -e "s|@USER@|$(id -un) $(id -gn)|g" -e "s|@SSL@|$ssl|g" -e "s|@CERT@|$CERT|g" -e "s|@KEY@|$KEY|g" \
+                scripts/nginx-bench.conf >"$prefix/nginx.conf"
             "$NGINX" -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" >"$out" 2>&1 &
             SERVER_PID=$!
             PORT=$NGINX_PORT
@@ -139,11 +164,11 @@ measure() {
     local name=$1 out="$WORK/wrk.out"
     start_server "$name"
     if [ "$WARMUP" != 0 ] && [ "$WARMUP" != 0s ]; then
-        wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$WARMUP" "http://127.0.0.1:$PORT$URL_PATH" >/dev/null
+        wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$WARMUP" "$SCHEME://127.0.0.1:$PORT$URL_PATH" >/dev/null
     fi
     local ticks_before ticks_after
     ticks_before=$(server_ticks)
-    wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "http://127.0.0.1:$PORT$URL_PATH" >"$out"
+    wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "$SCHEME://127.0.0.1:$PORT$URL_PATH" >"$out"
     ticks_after=$(server_ticks)
     stop_server
     if grep -q -e "Non-2xx" -e "Socket errors" "$out"; then
@@ -163,50 +188,64 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 
 # --- Rounds ---------------------------------------------------------------------------------------
 
-read -r -a NAMES <<<"$SERVERS"
-for name in "${NAMES[@]}"; do
+read -r -a ALL_NAMES <<<"$SERVERS"
+for name in "${ALL_NAMES[@]}"; do
     case "$name" in
-        runloop-httpd | raw-httpd | nginx) : >"$WORK/$name.rps"; : >"$WORK/$name.cpu" ;;
+        runloop-httpd | raw-httpd | nginx) ;;
         *) log "serve-bench: unknown server $name"; exit 2 ;;
     esac
 done
 
-log "serve-bench: $ROUNDS rounds of wrk -t$WRK_THREADS -c$CONNECTIONS -d$DURATION http://127.0.0.1:PORT$URL_PATH" \
-    "(warm-up $WARMUP), servers with $THREADS threads, $(nproc) cores"
-for round in $(seq "$ROUNDS"); do
-    # Rotate the order each round so that no server always runs first or last.
-    order=()
-    for i in "${!NAMES[@]}"; do order+=("${NAMES[$(((i + round - 1) % ${#NAMES[@]}))]}"); done
-    for name in "${order[@]}"; do
-        read -r rps p50 p99 cpu < <(measure "$name")
-        echo "$rps" >>"$WORK/$name.rps"
-        echo "$cpu" >>"$WORK/$name.cpu"
-        log "  round $round  $(printf '%-14s' "$name") $(printf '%10.0f' "$rps") requests/s" \
-            "  p50 $p50  p99 $p99  server CPU $cpu us/request"
+# One scheme's rounds and its summary.
+run_scheme() {
+    SCHEME=$1
+    NAMES=()
+    for name in "${ALL_NAMES[@]}"; do
+        # raw-httpd speaks no TLS.
+        [ "$SCHEME" = https ] && [ "$name" = raw-httpd ] && continue
+        NAMES+=("$name")
+        : >"$WORK/$name.rps"
+        : >"$WORK/$name.cpu"
     done
-done
+    [ ${#NAMES[@]} -eq 0 ] && return
 
-# --- Summary --------------------------------------------------------------------------------------
-
-echo
-echo "wrk -t$WRK_THREADS -c$CONNECTIONS -d$DURATION, $ROUNDS rounds, servers with $THREADS threads on $(nproc) cores" \
-    "(loopback, wrk on the same machine)"
-echo
-printf '| %-14s | %12s | %-34s | %16s |\n' server "median req/s" "all rounds (req/s)" "server CPU µs/req"
-printf '|%s|%s|%s|%s|\n' "----------------" "--------------" "------------------------------------" "------------------"
-for name in "${NAMES[@]}"; do
-    med=$(median <"$WORK/$name.rps")
-    eval "MEDIAN_${name//-/_}=$med"
-    printf '| %-14s | %12.0f | %-34s | %16.2f |\n' "$name" "$med" \
-        "$(awk '{printf "%s%.0f", (NR > 1 ? ", " : ""), $1}' "$WORK/$name.rps")" "$(median <"$WORK/$name.cpu")"
-done
-echo
-if [ -n "${MEDIAN_runloop_httpd:-}" ]; then
-    for other in raw-httpd nginx; do
-        var="MEDIAN_${other//-/_}"
-        if [ -n "${!var:-}" ]; then
-            awk -v a="$MEDIAN_runloop_httpd" -v b="${!var}" -v name="$other" \
-                'BEGIN { printf "runloop-httpd / %-9s = %.2f\n", name, a / b }'
-        fi
+    log "serve-bench: $ROUNDS rounds of wrk -t$WRK_THREADS -c$CONNECTIONS -d$DURATION $SCHEME://127.0.0.1:PORT$URL_PATH" \
+        "(warm-up $WARMUP), servers with $THREADS threads, $(nproc) cores"
+    for round in $(seq "$ROUNDS"); do
+        # Rotate the order each round so that no server always runs first or last.
+        order=()
+        for i in "${!NAMES[@]}"; do order+=("${NAMES[$(((i + round - 1) % ${#NAMES[@]}))]}"); done
+        for name in "${order[@]}"; do
+            read -r rps p50 p99 cpu < <(measure "$name")
+            echo "$rps" >>"$WORK/$name.rps"
+            echo "$cpu" >>"$WORK/$name.cpu"
+            log "  round $round  $(printf '%-14s' "$name") $(printf '%10.0f' "$rps") requests/s" \
+                "  p50 $p50  p99 $p99  server CPU $cpu us/request"
+        done
     done
-fi
+
+    echo
+    echo "$SCHEME: wrk -t$WRK_THREADS -c$CONNECTIONS -d$DURATION, $ROUNDS rounds, servers with $THREADS threads on" \
+        "$(nproc) cores (loopback, wrk on the same machine$([ "$SCHEME" = https ] && echo ", TLS 1.3, EC P-256"))"
+    echo
+    printf '| %-14s | %12s | %-34s | %16s |\n' server "median req/s" "all rounds (req/s)" "server CPU µs/req"
+    printf '|%s|%s|%s|%s|\n' "----------------" "--------------" "------------------------------------" "------------------"
+    for name in "${NAMES[@]}"; do
+        med=$(median <"$WORK/$name.rps")
+        eval "MEDIAN_${name//-/_}=$med"
+        printf '| %-14s | %12.0f | %-34s | %16.2f |\n' "$name" "$med" \
+            "$(awk '{printf "%s%.0f", (NR > 1 ? ", " : ""), $1}' "$WORK/$name.rps")" "$(median <"$WORK/$name.cpu")"
+    done
+    echo
+    if [ -n "${MEDIAN_runloop_httpd:-}" ]; then
+        for other in "${NAMES[@]}"; do
+            [ "$other" = runloop-httpd ] && continue
+            var="MEDIAN_${other//-/_}"
+            awk -v a="$MEDIAN_runloop_httpd" -v b="${!var}" -v name="$other" -v scheme="$SCHEME" \
+                'BEGIN { printf "%s: runloop-httpd / %-9s = %.2f\n", scheme, name, a / b }'
+        done
+    fi
+    unset MEDIAN_runloop_httpd MEDIAN_raw_httpd MEDIAN_nginx
+}
+
+for scheme in $SCHEMES; do run_scheme "$scheme"; done

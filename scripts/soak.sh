@@ -6,7 +6,9 @@
 #   - once wrk has finished, the server holds no more sockets than before the load (its
 #     listeners), i.e. every connection was closed;
 #   - SIGTERM stops the server with exit code 0.
-# Prints the figures and exits non-zero when a check fails. `make soak` runs it.
+# Prints the figures and exits non-zero when a check fails. `make soak` runs it; `make soak TLS=1`
+# (or TLS=1 scripts/soak.sh) does the same over HTTPS, with a certificate made for the run by the
+# openssl command line.
 #
 # Settings (environment variables):
 #   DURATION=60       wrk duration, seconds
@@ -16,6 +18,7 @@
 #   SAMPLE=5          seconds between RSS samples
 #   WARMUP=10         the RSS sample taken this many seconds into the load is the baseline
 #   RSS_TOLERANCE=10  percent the final RSS may exceed (or fall below) the baseline
+#   TLS=              1: HTTPS (runloop-httpd --tls-cert, --tls-key; wrk over https)
 #   SCRATCH_PATH=     swift build --scratch-path (default: the package's .build)
 #   SWIFT=swift
 set -euo pipefail
@@ -29,6 +32,7 @@ THREADS=${THREADS:-$(nproc)}
 SAMPLE=${SAMPLE:-5}
 WARMUP=${WARMUP:-10}
 RSS_TOLERANCE=${RSS_TOLERANCE:-10}
+TLS=${TLS:-}
 SWIFT=${SWIFT:-swift}
 SCRATCH_FLAGS=()
 if [ -n "${SCRATCH_PATH:-}" ]; then SCRATCH_FLAGS=(--scratch-path "$SCRATCH_PATH"); fi
@@ -67,7 +71,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BIN/runloop-httpd" --port 0 --threads "$THREADS" >"$WORK/server.out" 2>&1 &
+SCHEME=http
+TLS_FLAGS=()
+if [ -n "$TLS" ]; then
+    SCHEME=https
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WORK/key.pem" \
+        -out "$WORK/cert.pem" -days 1 -subj "/CN=localhost" 2>/dev/null
+    TLS_FLAGS=(--tls-cert "$WORK/cert.pem" --tls-key "$WORK/key.pem")
+fi
+"$BIN/runloop-httpd" --port 0 --threads "$THREADS" "${TLS_FLAGS[@]}" >"$WORK/server.out" 2>&1 &
 SERVER_PID=$!
 PORT=
 for _ in $(seq 100); do
@@ -75,9 +87,14 @@ for _ in $(seq 100); do
     [ -n "$PORT" ] && break
     sleep 0.05
 done
-reply=$(timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT
-    printf 'GET / HTTP/1.1\r\nHost: soak\r\nConnection: close\r\n\r\n' >&3
-    cat <&3" 2>/dev/null || true)
+if [ -n "$TLS" ]; then
+    reply=$(printf 'GET / HTTP/1.1\r\nHost: soak\r\nConnection: close\r\n\r\n' |
+        timeout 5 openssl s_client -quiet -connect "127.0.0.1:$PORT" 2>/dev/null || true)
+else
+    reply=$(timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT
+        printf 'GET / HTTP/1.1\r\nHost: soak\r\nConnection: close\r\n\r\n' >&3
+        cat <&3" 2>/dev/null || true)
+fi
 case "$reply" in
     "HTTP/1.1 200 OK"*"Hello, World!") ;;
     *) log "server did not start:"; cat "$WORK/server.out" >&2; exit 1 ;;
@@ -93,8 +110,8 @@ RSS_START=$(rss_kb)
 
 # --- Load, sampling RSS ---------------------------------------------------------------------------
 
-log "wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s http://127.0.0.1:$PORT/"
-wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" "http://127.0.0.1:$PORT/" >"$WORK/wrk.out" 2>&1 &
+log "wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s $SCHEME://127.0.0.1:$PORT/"
+wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" "$SCHEME://127.0.0.1:$PORT/" >"$WORK/wrk.out" 2>&1 &
 WRK_PID=$!
 SAMPLES=()
 RSS_WARM=
@@ -165,7 +182,7 @@ SERVER_PID=
 cat <<SUMMARY
 soak summary
   machine:        $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r)
-  load:           wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s, server --threads $THREADS
+  load:           wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s $SCHEME, server --threads $THREADS
   requests:       ${REQUESTS:-?} (${RPS:-?}/s)
   socket errors:  $SOCKET_ERRORS
   non-2xx/3xx:    $NON2XX

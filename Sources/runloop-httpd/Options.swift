@@ -1,4 +1,5 @@
 import Glibc
+import RunLoopKit
 
 /// Command-line options of runloop-httpd.
 struct ServerOptions: Sendable {
@@ -12,17 +13,23 @@ struct ServerOptions: Sendable {
     var idleTimeout: Duration = .seconds(30)
     /// Connections open at once, all threads together; more are accepted and closed at once.
     var maxConnections = 10_000
+    /// HTTPS: the PEM certificate chain and private key (both or neither).
+    var tlsCertificate: String?
+    var tlsKey: String?
 
     static var cores: Int { max(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 1) }
 
     static let usage = """
         usage: runloop-httpd [--port N] [--threads N] [--idle-timeout SECONDS] [--max-connections N] [--host ADDR]
+                             [--tls-cert PATH --tls-key PATH]
 
           --port N                TCP port (default 8080; 0 picks a free port, printed on startup)
           --threads N             event-loop threads, one SO_REUSEPORT listener each (default: cores)
           --idle-timeout SECONDS  close connections idle this long (default 30; fractions allowed)
           --max-connections N     open connections at most; more are accepted and closed (default 10000)
           --host ADDR             IPv4 address to listen on (default 127.0.0.1)
+          --tls-cert PATH         serve HTTPS with this PEM certificate chain (ALPN http/1.1; TLS 1.2 and 1.3)
+          --tls-key PATH          ... and this PEM private key
 
         GET / answers "Hello, World!", GET /health answers "OK". SIGINT or SIGTERM: stop accepting,
         finish the responses in flight, exit 0.
@@ -63,9 +70,16 @@ struct ServerOptions: Sendable {
                 options.maxConnections = limit
             case "--host":
                 options.host = value
+            case "--tls-cert":
+                options.tlsCertificate = value
+            case "--tls-key":
+                options.tlsKey = value
             default:
                 throw .invalid("unknown option \(name)")
             }
+        }
+        guard (options.tlsCertificate == nil) == (options.tlsKey == nil) else {
+            throw .invalid("--tls-cert and --tls-key go together")
         }
         return options
     }
@@ -80,4 +94,14 @@ enum OptionError: Error {
 func printError(_ text: String) {
     var text = text
     text.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+}
+
+extension ServerOptions {
+    /// The HTTPS configuration of `--tls-cert` and `--tls-key` (ALPN `http/1.1`), or nil for HTTP.
+    func tlsConfiguration() throws(LoopError) -> TLSConfiguration? {
+        guard let tlsCertificate, let tlsKey else { return nil }
+        var tls = try TLSConfiguration.server(certificateChain: tlsCertificate, privateKey: tlsKey)
+        tls.applicationProtocols = ["http/1.1"]
+        return tls
+    }
 }

@@ -28,9 +28,10 @@ final class Server {
         // One listener per loop. With port 0 the first bind picks the port and the others share it.
         var port = options.port
         do {
+            let tls = try options.tlsConfiguration()
             for loop in group.loops {
                 let worker = LoopBound(Worker(loop: loop, shared: shared), on: loop)
-                let listener = try Worker.listen(worker, on: SocketAddress(ipv4: options.host, port: port))
+                let listener = try Worker.listen(worker, on: SocketAddress(ipv4: options.host, port: port), tls: tls)
                 port = listener.localAddress.port ?? 0
                 let drain = LoopSource {
                     // No more accepting; the listener lets its worker go.
@@ -49,7 +50,8 @@ final class Server {
             LoopSignalSource(signal: number, mainLoop.isolated { [unowned self] _ in self.signalReceived() })
         }
         for source in signals { mainLoop.add(source, forMode: .default) }
-        print("listening on \(options.host):\(port) (\(options.threads) threads)")
+        let scheme = options.tlsCertificate == nil ? "" : ", HTTPS"
+        print("listening on \(options.host):\(port) (\(options.threads) threads\(scheme))")
         fflush(nil)
 
         mainLoop.run()

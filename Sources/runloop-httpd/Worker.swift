@@ -42,11 +42,18 @@ final class Worker {
         responses = HTTPResponseTable(epochSeconds: Worker.seconds(CLOCK_REALTIME_COARSE))
     }
 
-    /// Binds a listener for `worker` to `address` and adds it to the worker's loop. The listener's
-    /// handler holds the worker until the listener is invalidated, when the worker drains.
-    static func listen(_ worker: LoopBound<Worker>, on address: SocketAddress) throws(LoopError) -> LoopListener {
-        let listener = try LoopListener(address: address, backlog: 4096, reusePort: true) { connection in
-            worker.value.accepted(connection)
+    /// Binds a listener for `worker` to `address` (HTTPS with `tls`) and adds it to the worker's
+    /// loop. The listener's handler holds the worker until the listener is invalidated, when the
+    /// worker drains.
+    static func listen(_ worker: LoopBound<Worker>, on address: SocketAddress, tls: TLSConfiguration?) throws(LoopError)
+        -> LoopListener
+    {
+        let accept = { @Sendable (connection: LoopConnection) in worker.value.accepted(connection) }
+        let listener: LoopListener
+        if let tls {
+            listener = try LoopListener(address: address, tls: tls, backlog: 4096, reusePort: true, accept)
+        } else {
+            listener = try LoopListener(address: address, backlog: 4096, reusePort: true, accept)
         }
         worker.loop.add(listener, forMode: .default)
         return listener

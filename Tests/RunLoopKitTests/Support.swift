@@ -281,13 +281,20 @@ final class EchoServer: Sendable {
     let listener: LoopListener
     var address: SocketAddress { listener.localAddress }
 
+    /// With `tls`, connections reach `configure` once their handshake has succeeded.
     init(
-        address: SocketAddress? = nil,
+        address: SocketAddress? = nil, tls: TLSConfiguration? = nil,
         configure: @escaping @Sendable (LoopConnection) -> Void = { _ in }
     ) throws {
-        listener = try LoopListener(address: address ?? SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
+        let accept = { @Sendable (connection: LoopConnection) in
             connection.onRead { connection, buffer in connection.write(&buffer) }
             configure(connection)
+        }
+        let address = try address ?? SocketAddress(ipv4: "127.0.0.1", port: 0)
+        if let tls {
+            listener = try LoopListener(address: address, tls: tls, accept)
+        } else {
+            listener = try LoopListener(address: address, accept)
         }
         thread.loop.add(listener, forMode: .default)
     }

@@ -61,6 +61,33 @@ final class EventBuffer {
         }
     }
 
+    /// Removes up to `bytes.count` bytes from the front into `bytes`; returns the count.
+    func remove(into bytes: UnsafeMutableRawBufferPointer) -> Int {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return 0 }
+        return max(0, Int(evbuffer_remove(raw, base, bytes.count)))
+    }
+
+    /// Lets `fill` write up to `maxLength` bytes into the buffer's free space (one contiguous
+    /// extent, no copy) and keeps the count it returns (0 or more).
+    func append(maxLength: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Int) -> Int {
+        var extent = iovec()
+        guard evbuffer_reserve_space(raw, maxLength, &extent, 1) == 1 else { return 0 }
+        let room = min(extent.iov_len, maxLength)
+        let filled = max(0, min(fill(UnsafeMutableRawBufferPointer(start: extent.iov_base, count: room)), room))
+        extent.iov_len = filled
+        _ = evbuffer_commit_space(raw, &extent, 1)
+        return filled
+    }
+
+    /// Calls `body` with the first block's bytes (empty when the buffer is), without removing them.
+    func withFirstBlock<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        var vector = iovec()
+        guard evbuffer_peek(raw, -1, nil, &vector, 1) > 0 else {
+            return body(UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+        return body(UnsafeRawBufferPointer(start: vector.iov_base, count: vector.iov_len))
+    }
+
     /// Drops `length` bytes from the front.
     func drain(_ length: Int) {
         _ = evbuffer_drain(raw, length)

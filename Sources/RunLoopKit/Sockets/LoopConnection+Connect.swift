@@ -32,6 +32,15 @@ extension LoopConnection {
         to address: SocketAddress, on loop: Loop, inModes modes: [Loop.Mode] = [.common],
         timeout: Duration = .seconds(30)
     ) async throws -> LoopConnection {
+        try await connect(to: address, on: loop, inModes: modes, timeout: timeout, startingTLS: nil)
+    }
+
+    /// The awaited `connect`, followed by a TLS handshake when `start` is given
+    /// (`LoopConnection+TLS.swift`).
+    static func connect(
+        to address: SocketAddress, on loop: Loop, inModes modes: [Loop.Mode], timeout: Duration,
+        startingTLS start: TLSStart?
+    ) async throws -> LoopConnection {
         precondition(timeout > .zero, "RunLoopKit: connect(timeout:) needs a positive timeout, not \(timeout)")
         precondition(!modes.isEmpty, "RunLoopKit: connect(inModes:) needs at least one mode")
         try Task.checkCancellation()
@@ -46,13 +55,17 @@ extension LoopConnection {
                     continuation.resume()
                 }
                 let start = { @Sendable in
-                    startConnecting(to: address, on: loop, inModes: modes, deadline: .now + timeout, attempt: attempt) {
+                    let finish = { (result: Result<LoopConnection, LoopError>) in
                         attempt.connection = nil  // on the loop's thread, as the completion runs
                         // A failure after the task was cancelled is the cancellation's doing (or
                         // no longer of interest): the caller learns it was cancelled.
                         complete(
-                            attempt.flag.isCancelled ? $0.mapError { _ in CancellationError() } : $0.mapError { $0 })
+                            attempt.flag.isCancelled
+                                ? result.mapError { _ in CancellationError() } : result.mapError { $0 })
                     }
+                    startConnecting(
+                        to: address, on: loop, inModes: modes, deadline: .now + timeout, attempt: attempt,
+                        handshaking(start, attempt, finish))
                 }
                 if loop.isCurrentThread {
                     start()
@@ -280,7 +293,7 @@ final class ConnectAttempt: @unchecked Sendable {
     func cancelOnLoop() {
         guard let connection else { return }
         self.connection = nil
-        guard connection.isConnecting else { return }
+        guard connection.isConnecting || connection.tlsEngine?.isHandshaking == true else { return }
         connection.apply(.failed(LoopError("connecting to \(connection.remoteAddress) was cancelled")))
     }
 }

@@ -41,6 +41,7 @@ extension LoopConnection {
     // MARK: Reading
 
     private func readInput() {
+        if let tls = tlsEngine { return readTLSInput(tls) }
         // A nested run inside `onRead`: the buffer is lent out, and reading is off meanwhile.
         guard !delivering else {
             readableWhileDelivering = true
@@ -133,7 +134,7 @@ extension LoopConnection {
         }
     }
 
-    private func peerDidClose() {
+    func peerDidClose() {
         for read in pendingReads { read.continuation.resume(returning: []) }
         pendingReads.removeAll()
         if !endOfStreamReported {
@@ -195,6 +196,7 @@ extension LoopConnection {
     /// Sends `bytes` at once if nothing is queued, and queues the rest.
     func queueOutput(_ bytes: UnsafeRawBufferPointer) {
         assertOnLoopThread()
+        if let tls = tlsEngine { return queueTLSOutput(bytes, tls) }
         guard acceptsOutput, bytes.count > 0 else { return }
         var rest = bytes
         if queuedBytes == 0 && !isConnecting {
@@ -209,6 +211,8 @@ extension LoopConnection {
     /// is queued.
     func queueOutput(_ buffer: EventBuffer) {
         assertOnLoopThread()
+        // TLS: plaintext is encrypted first; the engine's records come back here as they are.
+        if let tls = tlsEngine, buffer !== tls.session.cipherOut { return queueTLSOutput(buffer, tls) }
         guard acceptsOutput, buffer.count > 0 else { return }
         if queuedBytes == 0 && !isConnecting {
             guard sentCount(buffer.send(to: fileDescriptor)) != nil else { return }

@@ -132,6 +132,7 @@ extension LoopConnection {
     /// Applies `change`: the one place that decides what the connection does next.
     func apply(_ change: Change) {
         assertOnLoopThread()
+        if let tls = tlsEngine { tlsWillApply(change, tls) }
         switch (lifecycle, change) {
         case (.closed, _):
             return

@@ -87,6 +87,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     let inputLimitSetting = Atomic<Int>(LoopConnection.defaultInputLimit)
     /// `isOpen`: set when the connection is connected, cleared as it closes.
     let openState: Atomic<Bool>
+    /// Set once, on the loop's thread, when the connection starts TLS (`LoopConnection+TLS.swift`).
+    let tlsSlot = AtomicLazyReference<TLSEngine>()
 
     /// The default `writeWatermarks`: 64 KiB and 256 KiB.
     public static let defaultWriteWatermarks = (low: 64 * 1024, high: 256 * 1024)

@@ -1,0 +1,412 @@
+internal import COpenSSL
+import Glibc
+
+// OpenSSL 3 (Debian's libssl-dev), wrapped once: every call RunLoopKit makes to it is in this
+// file. Contexts are shared and immutable once made; a session (one connection's SSL object)
+// belongs to its connection's loop thread. OpenSSL's error queue is per thread: each call that
+// can fail starts from an empty queue and leaves one.
+
+/// Turns OpenSSL's failures into `LoopError`s that carry its reason strings.
+enum OpenSSL {
+    /// The reasons OpenSSL queued on this thread, oldest first, joined with "; " (nil when none);
+    /// the queue is left empty. Reasons only (`certificate verify failed`, `no shared cipher`):
+    /// never the data of a file or a key.
+    static func takeReasons() -> String? {
+        var reasons: [String] = []
+        while true {
+            let code = ERR_get_error()
+            guard code != 0 else { break }
+            if let reason = ERR_reason_error_string(code) {
+                let text = String(cString: reason)
+                if !reasons.contains(text) { reasons.append(text) }
+            } else {
+                reasons.append("error \(code)")
+            }
+        }
+        return reasons.isEmpty ? nil : reasons.joined(separator: "; ")
+    }
+
+    /// `what` failed, with OpenSSL's reasons (or `fallback` when it queued none).
+    static func error(_ what: String, fallback: String = "unknown OpenSSL error", systemError: Int32? = nil)
+        -> LoopError
+    {
+        LoopError("\(what): \(takeReasons() ?? fallback)", systemError: systemError)
+    }
+
+    /// Clears the calling thread's error queue, before a call whose failure is read from it.
+    static func clearErrors() { ERR_clear_error() }
+}
+
+/// A certificate chain and its private key, read from PEM files. The key is held as OpenSSL's
+/// parsed object, never as text, and never appears in a message.
+final class OpenSSLCredentials: @unchecked Sendable {
+    // @unchecked: immutable after `init`; OpenSSL's objects are only read (and reference counted
+    // under its own locks) once made.
+    private let certificates: [OpaquePointer]
+    private let key: OpaquePointer
+
+    init(certificateChain chainPath: String, privateKey keyPath: String) throws(LoopError) {
+        OpenSSL.clearErrors()
+        let chain = try OpenSSLCredentials.withFile(chainPath, "the certificate chain") { bio in
+            var certificates: [OpaquePointer] = []
+            while let certificate = PEM_read_bio_X509(bio, nil, nil, nil) { certificates.append(certificate) }
+            // The loop ends at the end of the file, which OpenSSL queues as an error too.
+            ERR_clear_error()
+            return certificates
+        }
+        guard !chain.isEmpty else {
+            throw LoopError("the certificate chain \(chainPath) holds no PEM certificate")
+        }
+        let key = try OpenSSLCredentials.withFile(keyPath, "the private key") { bio in
+            // A key protected by a passphrase is refused rather than prompted for on the terminal.
+            PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
+        }
+        guard let key else {
+            for certificate in chain { X509_free(certificate) }
+            throw OpenSSL.error("the private key \(keyPath) could not be read", fallback: "no PEM private key")
+        }
+        certificates = chain
+        self.key = key
+    }
+
+    deinit {
+        for certificate in certificates { X509_free(certificate) }
+        EVP_PKEY_free(key)
+    }
+
+    /// Opens `path` for OpenSSL's PEM readers; a missing or unreadable file throws with its errno.
+    private static func withFile<R>(_ path: String, _ what: String, _ body: (OpaquePointer) -> R) throws(LoopError)
+        -> R
+    {
+        errno = 0
+        guard let bio = BIO_new_file(path, "r") else {
+            let code = errno
+            ERR_clear_error()
+            throw LoopError(
+                "\(what) \(path) could not be opened: \(String(cString: strerror(code)))",
+                systemError: code == 0 ? nil : code)
+        }
+        defer { BIO_free(bio) }
+        return body(bio)
+    }
+
+    /// Makes `context` present the chain and prove it holds the key.
+    fileprivate func install(in context: OpaquePointer) throws(LoopError) {
+        OpenSSL.clearErrors()
+        guard SSL_CTX_use_certificate(context, certificates[0]) == 1 else {
+            throw OpenSSL.error("the certificate could not be used")
+        }
+        for intermediate in certificates.dropFirst() where rlk_ssl_ctx_add1_chain_cert(context, intermediate) != 1 {
+            throw OpenSSL.error("an intermediate certificate could not be used")
+        }
+        guard SSL_CTX_use_PrivateKey(context, key) == 1, SSL_CTX_check_private_key(context) == 1 else {
+            throw OpenSSL.error("the private key does not fit the certificate")
+        }
+    }
+}
+
+/// One `SSL_CTX`: what every connection of a configuration shares (trust roots, certificate,
+/// versions, ALPN). Immutable once made; any thread.
+final class OpenSSLContext: @unchecked Sendable {
+    // @unchecked: the SSL_CTX is not changed after `init`, and OpenSSL makes sessions from a
+    // shared context on any thread.
+    let raw: OpaquePointer
+    let isServer: Bool
+    let verification: TLSVerification
+    /// The server's ALPN list for `rlk_alpn_select` (its length, then the wire format).
+    private let serverProtocols: UnsafeMutableBufferPointer<UInt8>?
+
+    init(_ configuration: TLSConfiguration) throws(LoopError) {
+        OpenSSL.clearErrors()
+        let isServer = configuration.credentials != nil
+        guard let raw = SSL_CTX_new(isServer ? TLS_server_method() : TLS_client_method()) else {
+            throw OpenSSL.error("the TLS context could not be made")
+        }
+        self.raw = raw
+        self.isServer = isServer
+        verification = configuration.certificateVerification
+        let wire = OpenSSLContext.wireFormat(configuration.applicationProtocols)
+        if isServer && !wire.isEmpty {
+            let stored = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: wire.count + 2)
+            stored[0] = UInt8(wire.count & 0xff)
+            stored[1] = UInt8(wire.count >> 8)
+            _ = UnsafeMutableBufferPointer(rebasing: stored[2...]).initialize(from: wire)
+            serverProtocols = stored
+        } else {
+            serverProtocols = nil
+        }
+
+        let minimum = configuration.minimumVersion == .v1_3 ? TLS1_3_VERSION : TLS1_2_VERSION
+        guard rlk_ssl_ctx_set_min_proto_version(raw, minimum) == 1 else {
+            throw OpenSSL.error("the minimum TLS version could not be set")
+        }
+        rlk_ssl_ctx_set_hardening(raw)
+        rlk_ssl_ctx_set_release_buffers(raw)
+        if let credentials = configuration.credentials {
+            try credentials.install(in: raw)
+            // Clients are not asked for certificates.
+            SSL_CTX_set_verify(raw, SSL_VERIFY_NONE, nil)
+            if let serverProtocols { rlk_ssl_ctx_set_alpn_select(raw, serverProtocols.baseAddress) }
+        } else {
+            try OpenSSLContext.loadTrustRoots(configuration.trustRoots, into: raw)
+            SSL_CTX_set_verify(
+                raw, configuration.certificateVerification == .none ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nil)
+            if !wire.isEmpty {
+                // 0 is success here.
+                guard SSL_CTX_set_alpn_protos(raw, wire, UInt32(wire.count)) == 0 else {
+                    throw OpenSSL.error("the application protocols could not be set")
+                }
+            }
+        }
+    }
+
+    deinit {
+        SSL_CTX_free(raw)
+        serverProtocols?.deallocate()
+    }
+
+    /// ALPN's wire format: each name led by its length. An empty name, or one over 255 bytes, is
+    /// a programmer error.
+    private static func wireFormat(_ protocols: [String]) -> [UInt8] {
+        var wire: [UInt8] = []
+        for name in protocols {
+            let bytes = Array(name.utf8)
+            precondition(
+                (1...255).contains(bytes.count),
+                "RunLoopKit: an application protocol name needs 1 to 255 bytes, not \(bytes.count) (\(name))")
+            wire.append(UInt8(bytes.count))
+            wire.append(contentsOf: bytes)
+        }
+        precondition(wire.count <= 0xffff, "RunLoopKit: the application protocols take more than 65,535 bytes")
+        return wire
+    }
+
+    private static func loadTrustRoots(_ roots: TLSTrustRoots, into context: OpaquePointer) throws(LoopError) {
+        switch roots {
+        case .system:
+            guard SSL_CTX_set_default_verify_paths(context) == 1 else {
+                throw OpenSSL.error("the system's trust roots could not be loaded")
+            }
+        case .file(let path):
+            guard SSL_CTX_load_verify_locations(context, path, nil) == 1 else {
+                throw OpenSSL.error("the trust roots \(path) could not be loaded")
+            }
+        case .pem(let text):
+            let store = SSL_CTX_get_cert_store(context)
+            let bytes = Array(text.utf8)
+            let added = bytes.withUnsafeBytes { raw -> Int in
+                guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return 0 }
+                defer { BIO_free(bio) }
+                var added = 0
+                while let certificate = PEM_read_bio_X509(bio, nil, nil, nil) {
+                    if X509_STORE_add_cert(store, certificate) == 1 { added += 1 }
+                    X509_free(certificate)
+                }
+                return added
+            }
+            ERR_clear_error()
+            guard added > 0 else { throw LoopError("the trust roots given as PEM hold no certificate") }
+        }
+    }
+}
+
+/// One connection's `SSL`, reading ciphertext from `cipherIn` and writing it to `cipherOut`
+/// through a BIO over libevent's buffers (see `TLSEngine` for why not the socket itself). Loop
+/// thread only.
+final class OpenSSLSession {
+    /// Ciphertext read from the socket, not yet taken by OpenSSL.
+    let cipherIn = EventBuffer()
+    /// Ciphertext OpenSSL made (records, alerts, close_notify), not yet queued for the socket.
+    let cipherOut = EventBuffer()
+    private let ssl: OpaquePointer
+
+    /// How a handshake step, or a read, ended.
+    enum Progress {
+        /// The handshake is complete (for a read: the input is used up).
+        case done
+        /// More ciphertext from the peer is needed.
+        case wantsInput
+        /// The peer sent close_notify (reads only).
+        case closeNotify
+        case failed(reason: String)
+    }
+
+    /// A session of `context`; a client verifies `verifyName` (a DNS name or an IP address, or
+    /// nothing) as its context's verification says, and sends `serverName` as SNI when it is a
+    /// DNS name.
+    init(_ context: OpenSSLContext, serverName: String?, verifyName: String?) throws(LoopError) {
+        OpenSSL.clearErrors()
+        guard let ssl = SSL_new(context.raw) else { throw OpenSSL.error("the TLS session could not be made") }
+        self.ssl = ssl
+        guard let input = BIO_new(OpenSSLSession.bufferMethod), let output = BIO_new(OpenSSLSession.bufferMethod)
+        else { throw OpenSSL.error("the TLS session's buffers could not be made") }
+        BIO_set_data(input, Unmanaged.passUnretained(cipherIn).toOpaque())
+        BIO_set_init(input, 1)
+        BIO_set_data(output, Unmanaged.passUnretained(cipherOut).toOpaque())
+        BIO_set_init(output, 1)
+        SSL_set_bio(ssl, input, output)
+        if context.isServer {
+            SSL_set_accept_state(ssl)
+            return
+        }
+        SSL_set_connect_state(ssl)
+        if let serverName, !OpenSSLSession.isIPAddress(serverName) {
+            guard rlk_ssl_set_tlsext_host_name(ssl, serverName) == 1 else {
+                throw OpenSSL.error("the server name \(serverName) could not be set")
+            }
+        }
+        if context.verification == .fullVerification, let verifyName {
+            let set =
+                OpenSSLSession.isIPAddress(verifyName)
+                ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), verifyName) : SSL_set1_host(ssl, verifyName)
+            guard set == 1 else { throw OpenSSL.error("the name to verify, \(verifyName), could not be set") }
+        }
+    }
+
+    deinit { SSL_free(ssl) }
+
+    private static func isIPAddress(_ name: String) -> Bool {
+        var storage = in6_addr()
+        return inet_pton(AF_INET, name, &storage) == 1 || inet_pton(AF_INET6, name, &storage) == 1
+    }
+
+    /// Takes the handshake as far as the ciphertext in `cipherIn` allows.
+    func handshake() -> Progress {
+        OpenSSL.clearErrors()
+        let result = SSL_do_handshake(ssl)
+        if result == 1 { return .done }
+        return progress(after: result)
+    }
+
+    /// Decrypts what `cipherIn` holds into `plaintext`, all of it (a partial record waits for the
+    /// rest). Returns the count decrypted and why it stopped.
+    func decrypt(into plaintext: EventBuffer) -> (count: Int, stop: Progress) {
+        var total = 0
+        while true {
+            // Nothing left to decrypt: no space is reserved for a read that would find nothing (a
+            // block of the input buffer made and dropped per request, otherwise).
+            if cipherIn.count == 0 && SSL_has_pending(ssl) == 0 { return (total, .wantsInput) }
+            OpenSSL.clearErrors()
+            var result: Int32 = 0
+            _ = plaintext.append(maxLength: OpenSSLSession.recordSize) { space in
+                result = SSL_read(ssl, space.baseAddress, Int32(space.count))
+                return Int(result)
+            }
+            if result > 0 {
+                total += Int(result)
+                continue
+            }
+            let stop = progress(after: result)
+            return (total, stop)
+        }
+    }
+
+    /// Encrypts `bytes` into `cipherOut` (a memory BIO takes everything: no partial writes).
+    func encrypt(_ bytes: UnsafeRawBufferPointer) -> String? {
+        var rest = bytes
+        while rest.count > 0 {
+            OpenSSL.clearErrors()
+            let result = SSL_write(ssl, rest.baseAddress, Int32(min(rest.count, Int(Int32.max))))
+            guard result > 0 else {
+                if case .failed(let reason) = progress(after: result) { return reason }
+                return "the TLS session refused to write"
+            }
+            rest = UnsafeRawBufferPointer(rebasing: rest[Int(result)...])
+        }
+        return nil
+    }
+
+    /// Queues close_notify in `cipherOut` (once; later calls do nothing).
+    func closeNotify() {
+        guard SSL_get_shutdown(ssl) & SSL_SENT_SHUTDOWN == 0 else { return }
+        OpenSSL.clearErrors()
+        _ = SSL_shutdown(ssl)
+        OpenSSL.clearErrors()
+    }
+
+    /// The most plaintext one TLS record carries.
+    static let recordSize = 16 * 1024
+
+    private func progress(after result: Int32) -> Progress {
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ: return .wantsInput
+        case SSL_ERROR_ZERO_RETURN: return .closeNotify
+        default:
+            var reason = OpenSSL.takeReasons() ?? "the TLS session failed"
+            let verified = SSL_get_verify_result(ssl)
+            if verified != X509_V_OK, let text = X509_verify_cert_error_string(verified) {
+                reason += " (\(String(cString: text)))"
+            }
+            return .failed(reason: reason)
+        }
+    }
+
+    // MARK: Facts
+
+    /// The protocol ALPN chose, if any.
+    var negotiatedProtocol: String? {
+        var data: UnsafePointer<UInt8>? = nil
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &data, &length)
+        guard let data, length > 0 else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: data, count: Int(length)), as: UTF8.self)
+    }
+
+    /// `TLSv1.3`, `TLSv1.2`.
+    var version: String { String(cString: SSL_get_version(ssl)) }
+
+    /// The peer certificate's subject, RFC 2253 style (`CN=example.com,O=Example`), if the peer
+    /// presented one.
+    var peerCertificateSubject: String? {
+        guard let certificate = rlk_ssl_get_peer_certificate(ssl) else { return nil }
+        defer { X509_free(certificate) }
+        guard let name = X509_get_subject_name(certificate), let bio = BIO_new(BIO_s_mem()) else { return nil }
+        defer { BIO_free(bio) }
+        guard rlk_x509_name_print_rfc2253(bio, name) >= 0 else { return nil }
+        var data: UnsafeMutablePointer<CChar>? = nil
+        let length = rlk_bio_get_mem_data(bio, &data)
+        guard let data, length > 0 else { return "" }
+        return String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+    }
+
+    // MARK: The BIO over libevent's buffers
+
+    /// Reads take from the front of the BIO's `EventBuffer` (and ask to be retried when it is
+    /// empty); writes append to it. One method, made once, for every session.
+    // nonisolated(unsafe): made once (a lazy global is initialized under a lock), then only read.
+    nonisolated(unsafe) private static let bufferMethod: OpaquePointer = {
+        guard let method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "RunLoopKit EventBuffer") else {
+            fatalError("RunLoopKit: BIO_meth_new failed (out of memory)")
+        }
+        _ = BIO_meth_set_read(method) { bio, data, length in
+            guard let bio, let data, length > 0 else { return 0 }
+            rlk_bio_clear_retry_flags(bio)
+            let read = buffer(of: bio).remove(into: UnsafeMutableRawBufferPointer(start: data, count: Int(length)))
+            guard read > 0 else {
+                rlk_bio_set_retry_read(bio)
+                return -1
+            }
+            return Int32(read)
+        }
+        _ = BIO_meth_set_write(method) { bio, data, length in
+            guard let bio, let data, length > 0 else { return 0 }
+            rlk_bio_clear_retry_flags(bio)
+            buffer(of: bio).append(UnsafeRawBufferPointer(start: data, count: Int(length)))
+            return length
+        }
+        _ = BIO_meth_set_ctrl(method) { bio, command, _, _ in
+            guard let bio else { return 0 }
+            switch command {
+            case BIO_CTRL_FLUSH: return 1
+            case BIO_CTRL_PENDING: return buffer(of: bio).count
+            case BIO_CTRL_WPENDING: return 0
+            default: return 0
+            }
+        }
+        return method
+    }()
+
+    private static func buffer(of bio: OpaquePointer) -> EventBuffer {
+        Unmanaged<EventBuffer>.fromOpaque(BIO_get_data(bio)).takeUnretainedValue()
+    }
+}
