@@ -232,7 +232,7 @@ extension EchoServer {
     // MARK: Failures
 
     /// Connects a RunLoopKit client to `address` with `tls`; the error it throws.
-    func handshakeError(_ address: SocketAddress, _ tls: TLSConfiguration) async -> LoopError? {
+    static func handshakeError(_ address: SocketAddress, _ tls: TLSConfiguration) async -> LoopError? {
         let thread = LoopThread(name: "tls-client")
         defer { thread.stop() }
         do {
@@ -249,7 +249,7 @@ extension EchoServer {
         let server = try EchoServer(try certificates.server(), accepted: accepted)
         defer { server.stop() }
         // The system's roots do not hold the test CA.
-        let error = await handshakeError(server.address, .client(serverName: "localhost"))
+        let error = await Self.handshakeError(server.address, .client(serverName: "localhost"))
         #expect(
             error?.message.contains("certificate verify failed (unable to get local issuer certificate)") == true,
             "\(String(describing: error))")
@@ -260,33 +260,33 @@ extension EchoServer {
         let server = try EchoServer(
             try certificates.server(certificates.selfSignedCertificate, key: certificates.selfSignedKey))
         defer { server.stop() }
-        let error = await handshakeError(server.address, .client(serverName: "localhost"))
+        let error = await Self.handshakeError(server.address, .client(serverName: "localhost"))
         #expect(error?.message.contains("self-signed certificate") == true, "\(String(describing: error))")
         // Verification .none takes it (tests only).
         var lax = TLSConfiguration.client(serverName: "localhost")
         lax.certificateVerification = .none
-        #expect(await handshakeError(server.address, lax) == nil)
+        #expect(await Self.handshakeError(server.address, lax) == nil)
     }
 
     @Test func aCertificateForAnotherHostIsRefused() async throws {
         let server = try EchoServer(try certificates.server(certificates.otherHostCertificate))
         defer { server.stop() }
-        let error = await handshakeError(server.address, certificates.client())
+        let error = await Self.handshakeError(server.address, certificates.client())
         #expect(
             error?.message.contains("certificate verify failed (hostname mismatch)") == true,
             "\(String(describing: error))")
         // Without a server name, the address connected to (127.0.0.1) is what must match.
-        let byAddress = await handshakeError(server.address, certificates.client(serverName: nil))
+        let byAddress = await Self.handshakeError(server.address, certificates.client(serverName: nil))
         #expect(byAddress?.message.contains("IP address mismatch") == true, "\(String(describing: byAddress))")
         var unchecked = certificates.client()
         unchecked.certificateVerification = .noHostnameVerification
-        #expect(await handshakeError(server.address, unchecked) == nil)
+        #expect(await Self.handshakeError(server.address, unchecked) == nil)
     }
 
     @Test func anExpiredCertificateIsRefused() async throws {
         let server = try EchoServer(try certificates.server(certificates.expiredCertificate))
         defer { server.stop() }
-        let error = await handshakeError(server.address, certificates.client())
+        let error = await Self.handshakeError(server.address, certificates.client())
         #expect(error?.message.contains("certificate has expired") == true, "\(String(describing: error))")
     }
 
@@ -297,7 +297,7 @@ extension EchoServer {
         defer { server.stop() }
         var tls = certificates.client()
         tls.minimumVersion = .v1_3
-        let error = await handshakeError(server.address, tls)
+        let error = await Self.handshakeError(server.address, tls)
         #expect(error?.message.contains("protocol version") == true, "\(String(describing: error))")
     }
 
@@ -361,18 +361,24 @@ extension EchoServer {
             "-cipher", "ECDHE-RSA-AES128-GCM-SHA256",
         ])
         defer { server.stop() }
-        let error = await handshakeError(server.address, certificates.client())
+        let error = await Self.handshakeError(server.address, certificates.client())
         #expect(error?.message.contains("handshake failure") == true, "\(String(describing: error))")
     }
 
     @Test func aStalledHandshakeIsCutByItsTimeout() async throws {
+        // Timed on a loop thread of its own: tests that block hold the shared task threads.
+        let certificates = self.certificates
+        try await onOwnLoopThread { try await Self.stalledHandshakes(certificates) }
+    }
+
+    private static func stalledHandshakes(_ certificates: TestCertificates) async throws {
         // A client against a TCP peer that never answers.
         let silent = try SilentServer()
         defer { silent.stop() }
         var tls = certificates.client()
         tls.handshakeTimeout = .milliseconds(300)
         let start = ContinuousClock.now
-        let error = await handshakeError(silent.address, tls)
+        let error = await Self.handshakeError(silent.address, tls)
         #expect(error?.systemError == ETIMEDOUT, "\(String(describing: error))")
         #expect(milliseconds(since: start) < 3_000)
 
@@ -396,12 +402,20 @@ extension EchoServer {
     }
 
     @Test func cancellingAConnectWhileItHandshakesThrowsCancellationError() async throws {
+        // On a loop thread of its own, so the 50 ms pause is not stretched by tests that block the
+        // shared task threads; the handshake timeout is far away, so only the cancel can end it.
+        let certificates = self.certificates
+        try await onOwnLoopThread { try await Self.cancelledHandshake(certificates) }
+    }
+
+    private static func cancelledHandshake(_ certificates: TestCertificates) async throws {
         let silent = try SilentServer()
         defer { silent.stop() }
         let thread = LoopThread(name: "tls-client")
         defer { thread.stop() }
         let address = silent.address
-        let tls = certificates.client()
+        var tls = certificates.client()
+        tls.handshakeTimeout = .seconds(60)
         let task = Task { try await LoopConnection.connect(to: address, on: thread.loop, tls: tls) }
         let peer = try await silent.firstConnection()
         try await Task.sleep(for: .milliseconds(50))  // the ClientHello is out; the server is silent
