@@ -416,7 +416,9 @@ extension EchoServer {
         let address = silent.address
         var tls = certificates.client()
         tls.handshakeTimeout = .seconds(60)
-        let task = Task { try await LoopConnection.connect(to: address, on: thread.loop, tls: tls) }
+        let task = Task(executorPreference: thread.loop) {
+            try await LoopConnection.connect(to: address, on: thread.loop, tls: tls)
+        }
         let peer = try await silent.firstConnection()
         try await Task.sleep(for: .milliseconds(50))  // the ClientHello is out; the server is silent
         task.cancel()
