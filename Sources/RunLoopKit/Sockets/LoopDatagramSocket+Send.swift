@@ -176,42 +176,37 @@ extension LoopDatagramSocket {
                 return true
             }
             guard proceed else { break }
-            let (sent, blocked) = send(batch)
-            var rest = Outbox()
-            if blocked {
-                rest.datagrams = Array(batch.datagrams[sent...])
-                rest.waiters = Array(batch.waiters[sent...])
-            }
-            let unawaited = batch.waiters[..<sent].reduce(0) { $1 == nil ? $0 + 1 : $0 }
+            let first = batch.head
+            let (done, blocked) = send(batch)
+            let unawaited = batch.waiters[first..<done].reduce(0) { $1 == nil ? $0 + 1 : $0 }
+            batch.markDone(upTo: done)
             let stillValid = shared.withLock { shared -> Bool in
                 shared.queued = max(0, shared.queued - unawaited)
                 guard blocked else { return !shared.invalidated }
                 shared.flushing = false
                 guard !shared.invalidated else { return false }
-                // The rest goes before what was queued meanwhile.
-                rest.datagrams += shared.outbox.datagrams
-                rest.waiters += shared.outbox.waiters
-                shared.outbox = rest
+                // The rest goes back before what was queued meanwhile, without being moved.
+                batch.append(pendingOf: shared.outbox)
+                swap(&batch, &shared.outbox)
                 shared.waitingForWritable = true
                 return true
             }
             if blocked {
-                if !stillValid { discard(rest) }
+                if !stillValid { discard(batch) }
                 updateInterest()
                 return
             }
-            batch.datagrams.removeAll(keepingCapacity: true)
-            batch.waiters.removeAll(keepingCapacity: true)
+            batch.removeAll()
             guard stillValid else { break }
         }
         updateInterest()
     }
 
-    /// Sends `batch` in order with up to 64 datagrams per call, each one sent or failed freed and
-    /// its waiter resumed: how many were done, and whether the kernel's buffer filled up (the
-    /// rest from there on is untouched).
+    /// Sends the pending datagrams of `batch` in order with up to 64 datagrams per call, each one
+    /// sent or failed freed and its waiter resumed: the index up to which they are done, and
+    /// whether the kernel's buffer filled up (the rest from there on is untouched).
     private func send(_ batch: Outbox) -> (done: Int, blocked: Bool) {
-        var done = 0
+        var done = batch.head
         var failures: [LoopError] = []
         defer { for error in failures { report(error) } }
         while done < batch.datagrams.count {
@@ -245,6 +240,6 @@ extension LoopDatagramSocket {
 
     /// Frees what `outbox` holds and ends its waiters: the socket was invalidated meanwhile.
     private func discard(_ outbox: Outbox) {
-        for index in outbox.datagrams.indices { complete(outbox, index, with: invalidatedError) }
+        for index in outbox.pending { complete(outbox, index, with: invalidatedError) }
     }
 }

@@ -89,11 +89,43 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     struct Outbox {
         var datagrams: [rlk_outgoing] = []
         var waiters: [CancellableContinuation<Void>?] = []
-        var isEmpty: Bool { datagrams.isEmpty }
+        /// The datagrams before `head` are done (sent or failed, freed). A queue the kernel takes
+        /// a few datagrams at a time from (a Unix peer with a full receive queue) advances `head`
+        /// instead of moving what is left, which would make draining it quadratic.
+        var head = 0
+        var isEmpty: Bool { head == datagrams.count }
+        /// The indices of the datagrams not done yet.
+        var pending: Range<Int> { head..<datagrams.count }
 
         mutating func append(_ datagram: rlk_outgoing, _ waiter: CancellableContinuation<Void>?) {
             datagrams.append(datagram)
             waiters.append(waiter)
+        }
+
+        /// Appends what `other` has not done yet, in its order.
+        mutating func append(pendingOf other: Outbox) {
+            datagrams += other.datagrams[other.pending]
+            waiters += other.waiters[other.pending]
+        }
+
+        /// Marks the datagrams before `index` done; drops them from storage once they are the
+        /// larger part, so each one is moved at most once more.
+        mutating func markDone(upTo index: Int) {
+            head = index
+            if head == datagrams.count {
+                removeAll()
+            } else if head >= 64, head * 2 >= datagrams.count {
+                datagrams.removeSubrange(..<head)
+                waiters.removeSubrange(..<head)
+                head = 0
+            }
+        }
+
+        /// Empties the outbox, keeping its storage.
+        mutating func removeAll() {
+            datagrams.removeAll(keepingCapacity: true)
+            waiters.removeAll(keepingCapacity: true)
+            head = 0
         }
     }
 
@@ -367,9 +399,9 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
         withExtendedLifetime(handlers) {}
         let error = invalidatedError
         for receiver in receivers { receiver.resume(with: .failure(error)) }
-        for (datagram, waiter) in zip(outbox.datagrams, outbox.waiters) {
-            free(UnsafeMutableRawPointer(mutating: datagram.bytes))
-            waiter?.resume(with: .failure(error))
+        for index in outbox.pending {
+            free(UnsafeMutableRawPointer(mutating: outbox.datagrams[index].bytes))
+            outbox.waiters[index]?.resume(with: .failure(error))
         }
         if let unixPath { Platform.removePath(unixPath) }
     }
