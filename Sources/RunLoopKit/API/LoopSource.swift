@@ -79,10 +79,12 @@ public final class LoopSource: @unchecked Sendable {
     ///
     /// Any thread, including from inside its own handler.
     public func invalidate() {
-        invalidateItem { _, state in
+        var perform: (() -> Void)?
+        retireItem { _, state in
             state.isSignalled = false
-            return state.perform.take()
+            perform = state.perform.take()
         }
+        _ = perform  // let go of here, after the source's and its loop's locks
     }
 
     // MARK: Loop machinery

@@ -120,14 +120,5 @@ extension WordLockedItem {
         loop.use { loop, onLoopThread in loop.removeItemEverywhere(self, onLoopThread: onLoopThread) }
     }
 
-    /// `retireItem(moving:)` for a kind that returns what it takes: lets go of it after both
-    /// locks, at the cost of the thunk described there.
-    @inline(__always)
-    func invalidateItem<Dropped>(_ release: (Self, inout State) -> Dropped?) {
-        var dropped: Dropped?
-        retireItem { item, state in dropped = release(item, &state) }
-        withExtendedLifetime(dropped) {}
-    }
-
     func loopDidTearDown() { invalidate() }
 }
