@@ -383,7 +383,9 @@ import Testing
         let client = LoopThread(name: "client")
         defer { client.stop() }
         let connection = try await LoopConnection.connect(to: server.address, on: client.loop)
-        connection.idleTimeout = .seconds(60)
+        // An hour: the wait below runs on the shared task threads, which blocking tests may hold
+        // for a minute on a loaded machine; a shorter limit could close the connection first.
+        connection.idleTimeout = .seconds(3_600)
         #expect(await eventually { connection.withResidency { $0.timer } != nil })
         connection.idleTimeout = nil
         #expect(await eventually { connection.withResidency { $0.timer } == nil })

@@ -138,7 +138,8 @@ import Testing
             return fire ?? (.now, .now - .seconds(1000))
         }
         #expect(firedAt >= date)
-        #expect(firedAt <= date + tolerance + .milliseconds(10))
+        // Generous: a loaded machine may wake the thread late whatever the tolerance.
+        #expect(firedAt <= date + tolerance + .milliseconds(50))
     }
 
     @Test func tolerantTimerCoalescesWithALaterOne() {
