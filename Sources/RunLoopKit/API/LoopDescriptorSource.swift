@@ -49,6 +49,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     @exclusivity(unchecked) var core: ItemCore<State>
     /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
     @exclusivity(unchecked) var membership = Membership()
+    /// Its event in its loop's backend (`LibeventBackend`), in the source rather than in a table
+    /// of the backend's: loop thread only.
+    @exclusivity(unchecked) var registration = LibeventRegistration()
     /// For sources the library creates over its own descriptors: closed once libevent has let go.
     let closesDescriptor: Bool
     /// Called once, just before a library-owned descriptor is closed (a signal source unroutes
