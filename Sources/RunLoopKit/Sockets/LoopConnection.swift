@@ -69,7 +69,30 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// What any thread reads and writes under `sharedLock`.
     struct Shared {
         var residency: Residency
-        /// `writeWatermarks` as set (the loop thread works with its own copy, `watermarks`).
+        /// The settings most connections leave alone, made the first time one is set.
+        private var settings: Settings?
+
+        /// `writeWatermarks` as set (the loop thread works with its own copy, `output.watermarks`).
+        var watermarks: (low: Int, high: Int) {
+            get { settings?.watermarks ?? LoopConnection.defaultWriteWatermarks }
+            set { changeSettings { $0.watermarks = newValue } }
+        }
+
+        var idleTimeout: Duration? {
+            get { settings?.idleTimeout }
+            set { changeSettings { $0.idleTimeout = newValue } }
+        }
+
+        init(residency: Residency) { self.residency = residency }
+
+        private mutating func changeSettings(_ body: (Settings) -> Void) {
+            if settings == nil { settings = Settings() }
+            body(settings!)
+        }
+    }
+
+    /// `writeWatermarks` and `idleTimeout` as set, guarded by `sharedLock` as `Shared` is.
+    final class Settings {
         var watermarks = LoopConnection.defaultWriteWatermarks
         var idleTimeout: Duration?
     }
@@ -118,8 +141,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) private var outputState = ConnectionOutput()
     /// `readClosed` was reported: at the end of stream read, or noticed while not reading.
     @exclusivity(unchecked) var endOfStreamReported = false
-    /// Why the connection closed (nil: orderly), once it has; and whether a handler was told.
-    @exclusivity(unchecked) var closedError: LoopError?
+    /// Whether a handler was told of the close.
     @exclusivity(unchecked) var closedReported = false
     /// Inside `onRead`: the input buffer is lent out, and reading waits.
     @exclusivity(unchecked) var delivering = false
@@ -130,15 +152,59 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var watched: LoopDescriptorSource.Events
     /// When bytes last moved, on the coarse clock (`LoopConnection.coarseNow`).
     @exclusivity(unchecked) var lastActivity = LoopConnection.coarseNow
-    /// Closing: the bytes that arrived after `close()` and were dropped.
-    @exclusivity(unchecked) var discarded = 0
     /// `close()` or `abort()` was called: reads throw once the input is used up (the peer's end
     /// of stream alone gives `[]`).
     @exclusivity(unchecked) var closedLocally = false
-    /// Awaiting `read(maxLength:)` calls, each with the flag its task's cancellation sets, by
-    /// which a cancellation finds its own call.
-    @exclusivity(unchecked) var pendingReads:
-        [(maxLength: Int, flag: CancellationFlag, continuation: CheckedContinuation<[UInt8], any Error>)] = []
+    /// The loop thread's state that most connections never set (awaited reads, the close's
+    /// error and dropped bytes), made the first time one of them is: an idle connection holds none.
+    @exclusivity(unchecked) private var rare: Rare?
+
+    /// An awaiting `read(maxLength:)` call, with the flag its task's cancellation sets, by which a
+    /// cancellation finds its own call.
+    typealias PendingRead = (
+        maxLength: Int, flag: CancellationFlag, continuation: CheckedContinuation<[UInt8], any Error>
+    )
+
+    /// See `rare`: loop thread only.
+    final class Rare {
+        var pendingReads: [PendingRead] = []
+        var closedError: LoopError?
+        var discarded = 0
+    }
+
+    /// The `rare` state, made now if it was not.
+    private func makeRare() -> Rare {
+        if let rare { return rare }
+        let made = Rare()
+        rare = made
+        return made
+    }
+
+    /// Awaiting `read(maxLength:)` calls, in the order they were made.
+    var pendingReads: [PendingRead] {
+        get { rare?.pendingReads ?? [] }
+        _modify {
+            if let rare {
+                yield &rare.pendingReads
+            } else {
+                var reads: [PendingRead] = []
+                yield &reads
+                if !reads.isEmpty { makeRare().pendingReads = reads }
+            }
+        }
+    }
+
+    /// Why the connection closed (nil: orderly), once it has.
+    var closedError: LoopError? {
+        get { rare?.closedError }
+        set { if newValue != nil || rare != nil { makeRare().closedError = newValue } }
+    }
+
+    /// Closing: the bytes that arrived after `close()` and were dropped.
+    var discarded: Int {
+        get { rare?.discarded ?? 0 }
+        set { if newValue != 0 || rare != nil { makeRare().discarded = newValue } }
+    }
 
     struct EarlyCalls {
         var calls: [@Sendable (LoopConnection) -> Void] = []
