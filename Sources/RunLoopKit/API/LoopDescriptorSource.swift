@@ -30,14 +30,14 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     public let fileDescriptor: Int32
 
     struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
+        /// The handler, or the library object served instead of one (a listener, a connection),
+        /// held only while it is in its loop (`hold`, `letGo`): it is told of readiness and
+        /// invalidation. One field for both: a source has one or the other.
+        var callee: Callee?
         var isValid = true
         var events: Events
-        var handler: ((LoopDescriptorSource, Events) -> Void)?
-        /// The library object served instead of `handler` (a listener, a connection), held only
-        /// while it is in its loop (`hold`, `letGo`): it is told of readiness and invalidation.
-        var client: (any DescriptorClient)?
-        var error: LoopError?
         var ownedDescriptorClosed = false
+        var error: LoopError?
         var link: LoopLink?
     }
 
@@ -47,13 +47,14 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// connection, mostly idle: an idle connection costs 2,072 bytes, both ends counted, as
     /// libevent's bufferevent pair does (`runloop-bench --filter connections`).
     @exclusivity(unchecked) var core: ItemCore<State>
+    /// For sources the library creates over its own descriptors: closed once libevent has let go.
+    /// Right after `core`, in the end of its last word.
+    let closesDescriptor: Bool
     /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
     @exclusivity(unchecked) var membership = Membership()
     /// Its event in its loop's backend (`LibeventBackend`), in the source rather than in a table
     /// of the backend's: loop thread only.
     @exclusivity(unchecked) var registration = LibeventRegistration()
-    /// For sources the library creates over its own descriptors: closed once libevent has let go.
-    let closesDescriptor: Bool
     /// Called once, just before a library-owned descriptor is closed (a signal source unroutes
     /// its signal, so that no handler writes to a closed or reused descriptor number).
     private let beforeClosing: (@Sendable () -> Void)?
@@ -79,7 +80,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         self.fileDescriptor = fileDescriptor
         self.closesDescriptor = closesDescriptor
         self.beforeClosing = beforeClosing
-        self.core = ItemCore(State(events: events, handler: handler))
+        self.core = ItemCore(State(callee: handler.map { .handler($0) }, events: events))
     }
 
     /// A source serving a library object (`DescriptorClient`) rather than a handler.
@@ -119,29 +120,20 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// off epoll when this returns, so it may be closed right after.
     public func invalidate() {
         // What the state held goes after the lock: a handler's captures may call back in as they go.
-        let (wasValid, loop, handler, client) = withState { state in
-            guard state.isValid else {
-                return (
-                    false, nil as Loop?, nil as ((LoopDescriptorSource, Events) -> Void)?,
-                    nil as (any DescriptorClient)?
-                )
-            }
+        let (wasValid, loop, callee) = withState { state in
+            guard state.isValid else { return (false, nil as Loop?, nil as Callee?) }
             state.isValid = false
-            defer {
-                state.handler = nil
-                state.client = nil
-            }
-            return (true, state.link?.loop, state.handler, state.client)
+            defer { state.callee = nil }
+            return (true, state.link?.loop, state.callee)
         }
         guard wasValid else { return }
-        withExtendedLifetime(handler) {}
         if let loop {
             loop.removeItemEverywhere(self)
             loop.descriptorDidChange(self)
         } else {
             closeOwnedDescriptor()
         }
-        client?.descriptorSourceInvalidated()
+        if case .client(let client) = callee { client.descriptorSourceInvalidated() }
     }
 
     deinit {
@@ -173,7 +165,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     func hold(_ client: any DescriptorClient) -> Bool {
         withState { state in
             guard state.isValid else { return false }
-            state.client = client
+            state.callee = .client(client)
             return true
         }
     }
@@ -184,7 +176,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Stops holding the client; returns it, for the caller to release outside every lock.
     func letGo() -> (any DescriptorClient)? {
         withState { state in
-            defer { state.client = nil }
+            defer { if state.client != nil { state.callee = nil } }
             return state.client
         }
     }
@@ -203,10 +195,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Who to call and the events asked for, if valid.
     var callout: (callee: Callee, events: Events)? {
         withState { state in
-            guard state.isValid else { return nil }
-            if let client = state.client { return (.client(client), state.events) }
-            guard let handler = state.handler else { return nil }
-            return (.handler(handler), state.events)
+            guard state.isValid, let callee = state.callee else { return nil }
+            return (callee, state.events)
         }
     }
 
@@ -256,5 +246,13 @@ extension Loop {
     /// Any thread.
     public func contains(_ source: LoopDescriptorSource, inMode mode: Mode) -> Bool {
         containsItem(source, inMode: mode)
+    }
+}
+
+extension LoopDescriptorSource.State {
+    /// The library object served, while it is held.
+    var client: (any DescriptorClient)? {
+        if case .client(let client) = callee { return client }
+        return nil
     }
 }
