@@ -104,12 +104,15 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) private var shared: Shared
     private let sharedLock = LockWord()
 
+    // The flags are declared next to each other, and next to the lock word: one word for all
+    // (the stored layout is in declaration order, and a server holds many idle connections).
+
     /// The settings read on every event, as atomics: the loop thread reads them without a lock.
     let readingPausedSetting = Atomic<Bool>(false)
     let halfClosureSetting = Atomic<Bool>(false)
-    let inputLimitSetting = Atomic<Int>(LoopConnection.defaultInputLimit)
     /// `isOpen`: set when the connection is connected, cleared as it closes.
     let openState: Atomic<Bool>
+    let inputLimitSetting = Atomic<Int>(LoopConnection.defaultInputLimit)
     /// Set once, on the loop's thread, when the connection starts TLS (`LoopConnection+TLS.swift`).
     let tlsSlot = AtomicLazyReference<TLSEngine>()
 
@@ -130,11 +133,13 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Connecting, open, closing or closed (`LoopConnection+Lifecycle.swift`): changed only by
     /// `apply(_:)`.
     @exclusivity(unchecked) var lifecycle: Lifecycle
+    /// `close()` or `abort()` was called: reads throw once the input is used up (the peer's end
+    /// of stream alone gives `[]`). Beside `lifecycle`, in the rest of its word.
+    @exclusivity(unchecked) var closedLocally = false
     /// Nothing is allocated for it until bytes arrive.
     @exclusivity(unchecked) var input = LoopBuffer()
     @exclusivity(unchecked) var readHandler: ((LoopConnection, inout LoopBuffer) -> Void)?
     @exclusivity(unchecked) var eventHandler: ((LoopConnection, Event) -> Void)?
-    @exclusivity(unchecked) var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)?
     /// The output queue, the watermarks and the writers waiting below them; reached through
     /// `output` (loop thread), except its two atomics (any thread). Before a flag, which fills the
     /// end of its last word.
@@ -152,11 +157,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var watched: LoopDescriptorSource.Events
     /// When bytes last moved, on the coarse clock (`LoopConnection.coarseNow`).
     @exclusivity(unchecked) var lastActivity = LoopConnection.coarseNow
-    /// `close()` or `abort()` was called: reads throw once the input is used up (the peer's end
-    /// of stream alone gives `[]`).
-    @exclusivity(unchecked) var closedLocally = false
-    /// The loop thread's state that most connections never set (awaited reads, the close's
-    /// error and dropped bytes), made the first time one of them is: an idle connection holds none.
+    /// The loop thread's state that most connections never set, or set for a while only (the
+    /// connect's completion, awaited reads, the close's error and dropped bytes), made the first
+    /// time one of them is: an idle connection holds none.
     @exclusivity(unchecked) private var rare: Rare?
 
     /// An awaiting `read(maxLength:)` call, with the flag its task's cancellation sets, by which a
@@ -167,6 +170,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     /// See `rare`: loop thread only.
     final class Rare {
+        var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)?
         var pendingReads: [PendingRead] = []
         var closedError: LoopError?
         var discarded = 0
@@ -178,6 +182,20 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         let made = Rare()
         rare = made
         return made
+    }
+
+    /// Connecting: what the connection's outcome is given to. Let go of the `rare` state with it
+    /// when nothing else is set there, so that a connected client holds none.
+    var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)? {
+        get { rare?.connectCompletion }
+        set {
+            if newValue != nil {
+                makeRare().connectCompletion = newValue
+            } else if let rare {
+                rare.connectCompletion = nil
+                if rare.pendingReads.isEmpty && rare.closedError == nil && rare.discarded == 0 { self.rare = nil }
+            }
+        }
     }
 
     /// Awaiting `read(maxLength:)` calls, in the order they were made.
