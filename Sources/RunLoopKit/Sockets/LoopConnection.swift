@@ -59,9 +59,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// The loop serving the connection, retained: set in `init` for accepted and connected ones,
     /// and when its process is added to a loop for a child's standard stream.
     let boundLoop: Atomic<Unmanaged<Loop>?>
-    /// A child's stream only: the calls made before it had a loop, applied there once it has one.
-    private let early: Locked<EarlyCalls>?
-    let fileDescriptor: Int32
+    /// What few connections have: a child's stream's early calls, a TLS connection's engine. Set
+    /// once, at the first need (in `init` for a child's stream), and never replaced.
+    private let extrasSlot = AtomicLazyReference<Extras>()
     /// Set once, in `init`, before the item is shared.
     private var sourceSlot: LoopDescriptorSource! = nil
     var descriptorSource: LoopDescriptorSource { sourceSlot }
@@ -112,9 +112,39 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     let halfClosureSetting = Atomic<Bool>(false)
     /// `isOpen`: set when the connection is connected, cleared as it closes.
     let openState: Atomic<Bool>
+    let fileDescriptor: Int32
     let inputLimitSetting = Atomic<Int>(LoopConnection.defaultInputLimit)
-    /// Set once, on the loop's thread, when the connection starts TLS (`LoopConnection+TLS.swift`).
-    let tlsSlot = AtomicLazyReference<TLSEngine>()
+    /// See `extrasSlot`: any thread.
+    final class Extras: Sendable {
+        /// A child's stream only: the calls made before it had a loop, applied there once it has one.
+        let early: Locked<EarlyCalls>?
+        /// Set once, on the loop's thread, when the connection starts TLS (`LoopConnection+TLS.swift`).
+        let tls = AtomicLazyReference<TLSEngine>()
+
+        init(early: Locked<EarlyCalls>?) { self.early = early }
+    }
+
+    /// The extras, made now if they were not.
+    private func makeExtras() -> Extras {
+        if let extras = extrasSlot.load() { return extras }
+        return extrasSlot.storeIfNil(Extras(early: nil))
+    }
+
+    private var early: Locked<EarlyCalls>? { extrasSlot.load()?.early }
+
+    /// The TLS engine's slot (`LoopConnection+TLS.swift`), in the extras.
+    var tlsSlot: TLSSlot { TLSSlot(connection: self) }
+
+    /// `tlsSlot`: the `AtomicLazyReference` calls the TLS code makes, on the extras' slot.
+    struct TLSSlot {
+        // Unretained: the slot is used within a call on the connection, which holds it.
+        unowned(unsafe) let connection: LoopConnection
+
+        func load() -> TLSEngine? { connection.extrasSlot.load()?.tls.load() }
+
+        @discardableResult
+        func storeIfNil(_ engine: TLSEngine) -> TLSEngine { connection.makeExtras().tls.storeIfNil(engine) }
+    }
 
     /// The default `writeWatermarks`: 64 KiB and 256 KiB.
     public static let defaultWriteWatermarks = (low: 64 * 1024, high: 256 * 1024)
@@ -238,7 +268,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         localAddress = local
         remoteAddress = remote
         boundLoop = Atomic(loop.map { Unmanaged.passRetained($0) })
-        early = loop == nil ? Locked(EarlyCalls()) : nil
+        if loop == nil { _ = extrasSlot.storeIfNil(Extras(early: Locked(EarlyCalls()))) }
         lifecycle = connecting ? .connecting(then: .none) : .open(input: .open, output: .open)
         openState = Atomic(!connecting)
         shared = Shared(residency: Residency(loop: loop, modes: modes))
