@@ -37,7 +37,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         var isValid = true
         var events: Events
         var ownedDescriptorClosed = false
-        var error: LoopError?
+        /// Why the backend stopped watching, boxed: one word where the error takes three, and
+        /// few sources ever fail (a server holds one source per connection).
+        var failure: Failure?
         var link: LoopLink?
     }
 
@@ -112,7 +114,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// still registered. The source is then invalid.
     ///
     /// Any thread.
-    public var error: LoopError? { withState { $0.error } }
+    public var error: LoopError? { withState { $0.failure?.error } }
 
     /// Stops watching for good, removes the source from its loop and releases its handler.
     ///
@@ -186,6 +188,12 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         withState { $0.isValid ? $0.events : nil }
     }
 
+    /// A failure's error, in a box of its own (see `State.failure`).
+    final class Failure: Sendable {
+        let error: LoopError
+        init(error: LoopError) { self.error = error }
+    }
+
     /// Who is called when the descriptor is ready.
     enum Callee {
         case handler((LoopDescriptorSource, Events) -> Void)
@@ -204,7 +212,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     func fail(_ error: LoopError) {
         withState { state in
             guard state.isValid else { return }
-            state.error = error
+            state.failure = Failure(error: error)
         }
         invalidate()
     }
