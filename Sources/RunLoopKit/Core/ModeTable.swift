@@ -267,7 +267,7 @@ struct ModeTable {
     /// Every item in any mode or in the common set.
     func allItems() -> [any ModeMember] {
         var seen = [ObjectIdentifier: any ModeMember](
-            uniqueKeysWithValues: commonItems.map { (ObjectIdentifier($0.item), $0.item) })
+            uniqueKeysWithValues: commonItems.map { (ObjectIdentifier($0.object), $0.item) })
         for items in modes {
             for timer in items.timers { seen[ObjectIdentifier(timer)] = timer }
             for case let observer? in items.observers.lazy.map(\.observer) {
@@ -280,20 +280,23 @@ struct ModeTable {
     }
 }
 
-/// An item added to `.common`, in `ModeTable.commonItems`: equal and hashed by identity, so that the
-/// set stores the item and its sequence number alone (a dictionary keyed by `ObjectIdentifier`
-/// stores the key too, a word more for each connection of a server).
+/// An item added to `.common`, in `ModeTable.commonItems`: equal and hashed by identity, and held
+/// as a plain object, so that the set stores two words per item where a dictionary keyed by
+/// `ObjectIdentifier` of `any ModeMember` stored four (a server holds one per connection). The
+/// item is cast back to `ModeMember` only when a mode joins the common set and at teardown.
 struct CommonItem: Hashable {
-    let item: any ModeMember
+    let object: AnyObject
     /// When it joined `.common` (`ModeTable.sequence()`).
     let joined: UInt64
 
     /// With `joined` 0: to find the item's entry, which equality finds by identity alone.
     init(_ item: any ModeMember, joined: UInt64 = 0) {
-        self.item = item
+        self.object = item
         self.joined = joined
     }
 
-    static func == (lhs: CommonItem, rhs: CommonItem) -> Bool { lhs.item === rhs.item }
-    func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(item)) }
+    var item: any ModeMember { object as! any ModeMember }
+
+    static func == (lhs: CommonItem, rhs: CommonItem) -> Bool { lhs.object === rhs.object }
+    func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(object)) }
 }
