@@ -201,7 +201,7 @@ final class LibeventBackend: EventBackend {
             return
         }
         if source.registration.backend != nil {
-            guard source.registration.flags != flags else { return }
+            guard source.registration.flags != Int16(flags) else { return }
             if source.registration.flags != 0 {
                 event_del(source.registration.event)
                 source.registration.flags = 0
@@ -237,7 +237,7 @@ final class LibeventBackend: EventBackend {
                     systemError: failure.systemError?.code))
             return
         }
-        source.registration.flags = flags
+        source.registration.flags = Int16(flags)
         watchedCount += 1
     }
 
@@ -352,10 +352,11 @@ struct LibeventRegistration {
     /// on every event went through the runtime (a strong retain and release). nil: not registered.
     unowned(unsafe) var backend: LibeventBackend?
     var event: OpaquePointer?
-    /// The EV_* flags the event is added with; 0 when it is not added.
-    var flags: Int32 = 0
     /// The source's place in the backend's `registered`.
     var index: Int32 = 0
+    /// The EV_* flags the event is added with (all below 0x100); 0 when it is not added. Last and
+    /// narrow, so that the registration ends two bytes after `index`.
+    var flags: Int16 = 0
 
     init() {}
 
