@@ -101,7 +101,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     /// Guarded by `sharedLock`, a lock word in the connection rather than a `Locked` (a pthread
     /// mutex in an allocation of its own): a server holds thousands of connections, mostly idle.
-    /// An idle connection costs 1,387 bytes, both ends counted, where libevent's bufferevent pair
+    /// An idle connection costs 1,359 bytes, both ends counted, where libevent's bufferevent pair
     /// costs 2,109 (`runloop-bench --filter connections`, memory per idle connection).
     @exclusivity(unchecked) private var shared: Shared
     private let sharedLock = LockWord()
