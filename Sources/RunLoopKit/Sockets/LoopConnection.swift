@@ -61,7 +61,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     let boundLoop: Atomic<Unmanaged<Loop>?>
     /// What few connections have: a child's stream's early calls, a TLS connection's engine. Set
     /// once, at the first need (in `init` for a child's stream), and never replaced.
-    private let extrasSlot = AtomicLazyReference<Extras>()
+    private let extrasSlot = OnceReference<Extras>()
     /// Set once, in `init`, before the item is shared.
     private var sourceSlot: LoopDescriptorSource! = nil
     var descriptorSource: LoopDescriptorSource { sourceSlot }
@@ -121,7 +121,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         /// A child's stream only: the calls made before it had a loop, applied there once it has one.
         let early: Locked<EarlyCalls>?
         /// Set once, on the loop's thread, when the connection starts TLS (`LoopConnection+TLS.swift`).
-        let tls = AtomicLazyReference<TLSEngine>()
+        let tls = OnceReference<TLSEngine>()
 
         init(early: Locked<EarlyCalls>?) { self.early = early }
     }
@@ -135,17 +135,21 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     private var early: Locked<EarlyCalls>? { extrasSlot.load()?.early }
 
     /// The TLS engine's slot (`LoopConnection+TLS.swift`), in the extras.
-    var tlsSlot: TLSSlot { TLSSlot(connection: self) }
+    var tlsSlot: TLSSlot { TLSSlot(connection: Unmanaged.passUnretained(self)) }
 
     /// `tlsSlot`: the `AtomicLazyReference` calls the TLS code makes, on the extras' slot.
     struct TLSSlot {
-        // Unretained: the slot is used within a call on the connection, which holds it.
-        unowned(unsafe) let connection: LoopConnection
+        // Unretained and unmanaged: the slot is used within a call on the connection, which holds
+        // it, and reading an `unowned(unsafe)` reference retained it (a retain and a release on
+        // every read and write, callgrind).
+        let connection: Unmanaged<LoopConnection>
 
-        func load() -> TLSEngine? { connection.extrasSlot.load()?.tls.load() }
+        func load() -> TLSEngine? { connection._withUnsafeGuaranteedRef { $0.extrasSlot.load()?.tls.load() } }
 
         @discardableResult
-        func storeIfNil(_ engine: TLSEngine) -> TLSEngine { connection.makeExtras().tls.storeIfNil(engine) }
+        func storeIfNil(_ engine: TLSEngine) -> TLSEngine {
+            connection._withUnsafeGuaranteedRef { $0.makeExtras().tls.storeIfNil(engine) }
+        }
     }
 
     /// The default `writeWatermarks`: 64 KiB and 256 KiB.
@@ -642,4 +646,33 @@ struct ReadHandler: @unchecked Sendable {
 struct EventHandler: @unchecked Sendable {
     let handler: (LoopConnection, LoopConnection.Event) -> Void
     init(_ handler: sending @escaping (LoopConnection, LoopConnection.Event) -> Void) { self.handler = handler }
+}
+
+/// A reference set at most once and read from any thread, retained while its holder lives: what
+/// `AtomicLazyReference` does, on an `Atomic` of `Unmanaged`, which the compiler inlines. (A
+/// connection reads its optional state on every read and write, and `AtomicLazyReference.load`
+/// was a call into the Synchronization library that looked up generic metadata each time: 10 % of
+/// a loop thread's instructions in the echo workload, callgrind.)
+struct OnceReference<Object: AnyObject>: ~Copyable, @unchecked Sendable {
+    private let slot = Atomic<Unmanaged<Object>?>(nil)
+
+    init() {}
+
+    deinit { slot.load(ordering: .acquiring)?.release() }
+
+    /// The object, once set.
+    @inline(__always)
+    func load() -> Object? { slot.load(ordering: .acquiring)?.takeUnretainedValue() }
+
+    /// Sets `object` unless an object is set already; returns the one set.
+    func storeIfNil(_ object: Object) -> Object {
+        let made = Unmanaged.passRetained(object)
+        let (exchanged, original) = slot.compareExchange(
+            expected: nil, desired: made, ordering: .acquiringAndReleasing)
+        guard exchanged else {
+            made.release()
+            return original!.takeUnretainedValue()
+        }
+        return object
+    }
 }
