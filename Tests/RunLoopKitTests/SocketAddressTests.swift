@@ -18,6 +18,28 @@ import Testing
         #expect(Set([v4, v6, unix, v4]).count == 3)
     }
 
+    @Test func kernelAddressesEqualParsedOnes() throws {
+        // A listener's address comes from getsockname, an accepted peer's from accept: the same
+        // host and port parsed from text must be equal, hash alike and give the same sockaddr.
+        let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { _ in }
+        defer { listener.invalidate() }
+        let port = try #require(listener.localAddress.port)
+        let parsed = try SocketAddress(ipv4: "127.0.0.1", port: port)
+        #expect(listener.localAddress == parsed)
+        #expect(Set([listener.localAddress, parsed]).count == 1)
+        #expect(listener.localAddress.description == "127.0.0.1:\(port)")
+        parsed.bytes.withUnsafeBytes { raw in
+            #expect(raw.count == MemoryLayout<sockaddr_in>.size)
+            let internet = raw.loadUnaligned(as: sockaddr_in.self)
+            #expect(Int32(internet.sin_family) == AF_INET)
+            #expect(UInt16(bigEndian: internet.sin_port) == UInt16(port))
+            #expect(internet.sin_addr.s_addr == UInt32(0x7F00_0001).bigEndian)
+        }
+        let v6 = try SocketAddress(ipv6: "::1", port: port)
+        #expect(v6 != parsed)
+        #expect(v6.bytes.count == MemoryLayout<sockaddr_in6>.size)
+    }
+
     @Test(arguments: ["300.1.1.1", "abc", "", "127.0.0.1:80", "::1"])
     func malformedIPv4IsALoopError(host: String) {
         #expect(throws: LoopError.self) { try SocketAddress(ipv4: host, port: 80) }

@@ -24,36 +24,51 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         public static let writable = Events(rawValue: 1 << 1)
     }
 
-    /// The descriptor watched.
-    ///
-    /// Any thread.
-    public let fileDescriptor: Int32
-
     struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
+        /// The handler, or the library object served instead of one (a listener, a connection),
+        /// held only while it is in its loop (`hold`, `letGo`): it is told of readiness and
+        /// invalidation. One field for both: a source has one or the other.
+        var callee: Callee?
         var isValid = true
         var events: Events
-        var handler: ((LoopDescriptorSource, Events) -> Void)?
-        /// The library object served instead of `handler` (a listener, a connection), held only
-        /// while it is in its loop (`hold`, `letGo`): it is told of readiness and invalidation.
-        var client: (any DescriptorClient)?
-        var error: LoopError?
         var ownedDescriptorClosed = false
+        /// Why the backend stopped watching, boxed: one word where the error takes three, and
+        /// few sources ever fail (a server holds one source per connection).
+        var failure: Failure?
         var link: LoopLink?
     }
 
     /// The source's state behind a lock word in the object itself rather than a `Locked` (a
     /// pthread mutex in an allocation of its own; see `ItemCore`): the critical sections are a few
     /// field accesses, taken on every event the source serves, and a server has one source per
-    /// connection, mostly idle: an idle connection costs 2,072 bytes, both ends counted, as
-    /// libevent's bufferevent pair does (`runloop-bench --filter connections`).
+    /// connection, mostly idle: an idle connection costs 1,359 bytes, both ends counted, where
+    /// libevent's bufferevent pair costs 2,109 (`runloop-bench --filter connections`).
     @exclusivity(unchecked) var core: ItemCore<State>
-    /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
-    @exclusivity(unchecked) var membership = Membership()
+    // The stored layout is in declaration order: the flag and the descriptor fill the end of
+    // `core`'s last word, and the registration, last, needs no padding after it (a server holds
+    // one source per connection).
+
     /// For sources the library creates over its own descriptors: closed once libevent has let go.
     let closesDescriptor: Bool
+    /// The descriptor watched.
+    ///
+    /// Any thread.
+    public let fileDescriptor: Int32
+    /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
+    @exclusivity(unchecked) var membership = Membership()
     /// Called once, just before a library-owned descriptor is closed (a signal source unroutes
-    /// its signal, so that no handler writes to a closed or reused descriptor number).
-    private let beforeClosing: (@Sendable () -> Void)?
+    /// its signal, so that no handler writes to a closed or reused descriptor number). In a box:
+    /// one word, where the closure takes two, and only signal sources have one.
+    private let beforeClosing: BeforeClosing?
+    /// Its event in its loop's backend (`LibeventBackend`), in the source rather than in a table
+    /// of the backend's: loop thread only.
+    @exclusivity(unchecked) var registration = LibeventRegistration()
+
+    /// See `beforeClosing`.
+    private final class BeforeClosing: Sendable {
+        let action: @Sendable () -> Void
+        init(_ action: @escaping @Sendable () -> Void) { self.action = action }
+    }
 
     /// Watches `fileDescriptor` for `events`.
     ///
@@ -75,8 +90,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     ) {
         self.fileDescriptor = fileDescriptor
         self.closesDescriptor = closesDescriptor
-        self.beforeClosing = beforeClosing
-        self.core = ItemCore(State(events: events, handler: handler))
+        self.beforeClosing = beforeClosing.map(BeforeClosing.init)
+        self.core = ItemCore(State(callee: handler.map { .handler($0) }, events: events))
     }
 
     /// A source serving a library object (`DescriptorClient`) rather than a handler.
@@ -108,7 +123,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// still registered. The source is then invalid.
     ///
     /// Any thread.
-    public var error: LoopError? { withState { $0.error } }
+    public var error: LoopError? { withState { $0.failure?.error } }
 
     /// Stops watching for good, removes the source from its loop and releases its handler.
     ///
@@ -116,29 +131,20 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// off epoll when this returns, so it may be closed right after.
     public func invalidate() {
         // What the state held goes after the lock: a handler's captures may call back in as they go.
-        let (wasValid, loop, handler, client) = withState { state in
-            guard state.isValid else {
-                return (
-                    false, nil as Loop?, nil as ((LoopDescriptorSource, Events) -> Void)?,
-                    nil as (any DescriptorClient)?
-                )
-            }
+        let (wasValid, loop, callee) = withState { state in
+            guard state.isValid else { return (false, nil as Loop?, nil as Callee?) }
             state.isValid = false
-            defer {
-                state.handler = nil
-                state.client = nil
-            }
-            return (true, state.link?.loop, state.handler, state.client)
+            defer { state.callee = nil }
+            return (true, state.link?.loop, state.callee)
         }
         guard wasValid else { return }
-        withExtendedLifetime(handler) {}
         if let loop {
             loop.removeItemEverywhere(self)
             loop.descriptorDidChange(self)
         } else {
             closeOwnedDescriptor()
         }
-        client?.descriptorSourceInvalidated()
+        if case .client(let client) = callee { client.descriptorSourceInvalidated() }
     }
 
     deinit {
@@ -154,7 +160,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
             return !state.ownedDescriptorClosed
         }
         guard first else { return }
-        beforeClosing?()
+        beforeClosing?.action()
         Platform.closeDescriptor(fileDescriptor)
     }
 
@@ -170,7 +176,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     func hold(_ client: any DescriptorClient) -> Bool {
         withState { state in
             guard state.isValid else { return false }
-            state.client = client
+            state.callee = .client(client)
             return true
         }
     }
@@ -181,7 +187,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Stops holding the client; returns it, for the caller to release outside every lock.
     func letGo() -> (any DescriptorClient)? {
         withState { state in
-            defer { state.client = nil }
+            defer { if state.client != nil { state.callee = nil } }
             return state.client
         }
     }
@@ -189,6 +195,12 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// What the backend should watch: nil once invalid.
     var interest: Events? {
         withState { $0.isValid ? $0.events : nil }
+    }
+
+    /// A failure's error, in a box of its own (see `State.failure`).
+    final class Failure: Sendable {
+        let error: LoopError
+        init(error: LoopError) { self.error = error }
     }
 
     /// Who is called when the descriptor is ready.
@@ -200,10 +212,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Who to call and the events asked for, if valid.
     var callout: (callee: Callee, events: Events)? {
         withState { state in
-            guard state.isValid else { return nil }
-            if let client = state.client { return (.client(client), state.events) }
-            guard let handler = state.handler else { return nil }
-            return (.handler(handler), state.events)
+            guard state.isValid, let callee = state.callee else { return nil }
+            return (callee, state.events)
         }
     }
 
@@ -211,7 +221,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     func fail(_ error: LoopError) {
         withState { state in
             guard state.isValid else { return }
-            state.error = error
+            state.failure = Failure(error: error)
         }
         invalidate()
     }
@@ -253,5 +263,13 @@ extension Loop {
     /// Any thread.
     public func contains(_ source: LoopDescriptorSource, inMode mode: Mode) -> Bool {
         containsItem(source, inMode: mode)
+    }
+}
+
+extension LoopDescriptorSource.State {
+    /// The library object served, while it is held.
+    var client: (any DescriptorClient)? {
+        if case .client(let client) = callee { return client }
+        return nil
     }
 }

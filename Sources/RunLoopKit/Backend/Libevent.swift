@@ -27,8 +27,10 @@ final class LibeventBackend: EventBackend {
     @exclusivity(unchecked) private var armed: Ticks?
     /// Filled in by callbacks during one `poll`.
     @exclusivity(unchecked) private var events = BackendEvents()
-    /// The descriptor sources registered with the base, by source.
-    @exclusivity(unchecked) private var registrations: [ObjectIdentifier: Registration] = [:]
+    /// The descriptor sources registered with the base, retained; each knows its place here
+    /// (`LibeventRegistration.index`), so no table maps sources to events: an idle connection's
+    /// registration is its source's fields and one array slot.
+    @exclusivity(unchecked) private var registered: [LoopDescriptorSource] = []
     /// Behind `registeredMode`.
     @exclusivity(unchecked) private var uncheckedRegisteredMode: Loop.Mode?
     /// Descriptor sources currently added to the base (their events pending in epoll).
@@ -52,22 +54,6 @@ final class LibeventBackend: EventBackend {
     var hasPollableEvents: Bool {
         assertLoopThread()
         return watchedCount > 0 || mainQueueEvent != nil
-    }
-
-    /// A descriptor source's event in the base.
-    final class Registration {
-        let source: LoopDescriptorSource
-        /// Unchecked: the backend frees every registration before it goes (`deinit`), and an
-        /// `unowned` load on every event went through the runtime (a strong retain and release).
-        unowned(unsafe) let backend: LibeventBackend
-        var event: OpaquePointer?
-        /// The EV_* flags the event is added with; 0 when it is not added.
-        var flags: Int32 = 0
-
-        init(source: LoopDescriptorSource, backend: LibeventBackend) {
-            self.source = source
-            self.backend = backend
-        }
     }
 
     /// The loop's thread, which alone may use the backend (checked in debug builds).
@@ -114,8 +100,10 @@ final class LibeventBackend: EventBackend {
     }
 
     deinit {
-        for registration in registrations.values {
-            release(registration)
+        for source in registered {
+            forgetEvent(of: source)
+            source.registration = LibeventRegistration()
+            source.closeOwnedDescriptor()
         }
         if let mainQueueEvent { event_free(mainQueueEvent) }
         if let wakeEvent { event_free(wakeEvent) }
@@ -187,7 +175,6 @@ final class LibeventBackend: EventBackend {
     /// a `LoopError` naming it.
     func watch(_ source: LoopDescriptorSource, _ events: LoopDescriptorSource.Events?) {
         assertLoopThread()
-        let id = ObjectIdentifier(source)
         var flags: Int32 = 0
         if let events {
             if events.contains(.readable) { flags |= Int32(EV_READ) }
@@ -201,53 +188,48 @@ final class LibeventBackend: EventBackend {
             }
         }
         guard flags != 0 else {
-            if let registration = registrations[id] {
-                if registration.flags != 0 {
-                    event_del(registration.event)
-                    registration.flags = 0
+            if source.registration.backend != nil {
+                if source.registration.flags != 0 {
+                    event_del(source.registration.event)
+                    source.registration.flags = 0
                     watchedCount -= 1
                 }
-                if events == nil {
-                    registrations[id] = nil
-                    release(registration)
-                }
+                if events == nil { release(source) }
             } else if events == nil {
                 source.closeOwnedDescriptor()
             }
             return
         }
-        let registration: Registration
-        if let existing = registrations[id] {
-            guard existing.flags != flags else { return }
-            registration = existing
-            if registration.flags != 0 {
-                event_del(registration.event)
-                registration.flags = 0
+        if source.registration.backend != nil {
+            guard source.registration.flags != Int16(flags) else { return }
+            if source.registration.flags != 0 {
+                event_del(source.registration.event)
+                source.registration.flags = 0
                 watchedCount -= 1
             }
         } else {
-            registration = Registration(source: source, backend: self)
-            registrations[id] = registration
+            source.registration = LibeventRegistration(backend: self, index: Int32(registered.count))
+            registered.append(source)
         }
-        let context = Unmanaged.passUnretained(registration).toOpaque()
+        // The source, borrowed: `registered` holds it for as long as the event exists.
+        let context = Unmanaged.passUnretained(source).toOpaque()
         let persistent = flags | Int32(EV_PERSIST)
         let added = Platform.libevent { () -> Int32 in
-            if let event = registration.event {
+            if let event = source.registration.event {
                 guard
                     rlk_event_assign(
                         event, base, source.fileDescriptor, persistent, LibeventBackend.onDescriptor, context)
                         == 0
                 else { return -1 }
             } else {
-                registration.event = rlk_event_new(
+                source.registration.event = rlk_event_new(
                     base, source.fileDescriptor, persistent, LibeventBackend.onDescriptor, context)
-                guard registration.event != nil else { return -1 }
+                guard source.registration.event != nil else { return -1 }
             }
-            return event_add(registration.event, nil)
+            return event_add(source.registration.event, nil)
         }
         if case .failure(let failure) = added {
-            registrations[id] = nil
-            release(registration)
+            release(source)
             let reason = failure.systemError.map { Platform.errnoName($0.code) } ?? "\(failure)"
             source.fail(
                 LoopError(
@@ -255,7 +237,7 @@ final class LibeventBackend: EventBackend {
                     systemError: failure.systemError?.code))
             return
         }
-        registration.flags = flags
+        source.registration.flags = Int16(flags)
         watchedCount += 1
     }
 
@@ -263,23 +245,36 @@ final class LibeventBackend: EventBackend {
     /// in no mode, and may be added again.
     func forget(_ source: LoopDescriptorSource) {
         assertLoopThread()
-        guard let registration = registrations.removeValue(forKey: ObjectIdentifier(source)) else { return }
-        forgetEvent(of: registration)
+        guard source.registration.backend != nil else { return }
+        unregister(source)
     }
 
-    private func release(_ registration: Registration) {
-        forgetEvent(of: registration)
-        registration.source.closeOwnedDescriptor()
+    /// Drops `source`'s registration and closes its descriptor if the library owns it.
+    private func release(_ source: LoopDescriptorSource) {
+        unregister(source)
+        source.closeOwnedDescriptor()
     }
 
-    private func forgetEvent(of registration: Registration) {
-        if registration.flags != 0 {
-            registration.flags = 0
+    /// Frees `source`'s event and takes it out of `registered` (the last source takes its place).
+    private func unregister(_ source: LoopDescriptorSource) {
+        forgetEvent(of: source)
+        let index = Int(source.registration.index)
+        let last = registered.removeLast()
+        if index < registered.count {
+            registered[index] = last
+            last.registration.index = Int32(index)
+        }
+        source.registration = LibeventRegistration()
+    }
+
+    private func forgetEvent(of source: LoopDescriptorSource) {
+        if source.registration.flags != 0 {
+            source.registration.flags = 0
             watchedCount -= 1
         }
-        if let event = registration.event {
+        if let event = source.registration.event {
             event_free(event)  // also deletes it if pending
-            registration.event = nil
+            source.registration.event = nil
         }
     }
 
@@ -318,11 +313,11 @@ final class LibeventBackend: EventBackend {
             fired.insert(.readable)
         }
         if Int32(what) & Int32(EV_WRITE) != 0 { fired.insert(.writable) }
-        // The registration is borrowed, not retained: the base calls back only for registered
-        // events, which the backend holds (retained, it cost four retains and three releases an
+        // The source is borrowed, not retained: the base calls back only for registered events,
+        // whose sources the backend holds (retained, it cost four retains and three releases an
         // event).
-        Unmanaged<Registration>.fromOpaque(context!)._withUnsafeGuaranteedRef { registration in
-            registration.backend.record(registration.source, fired)
+        Unmanaged<LoopDescriptorSource>.fromOpaque(context!)._withUnsafeGuaranteedRef { source in
+            source.registration.backend!.record(source, fired)
         }
     }
 
@@ -347,5 +342,26 @@ final class LibeventBackend: EventBackend {
         Platform.drainEventDescriptor(descriptor)
         backend.events.callbacks += 1
         return backend
+    }
+}
+
+/// A descriptor source's event in a `LibeventBackend`, stored in the source itself
+/// (`LoopDescriptorSource.registration`); touched on the loop's thread only.
+struct LibeventRegistration {
+    /// Unchecked: the backend frees every event before it goes (`deinit`), and an `unowned` load
+    /// on every event went through the runtime (a strong retain and release). nil: not registered.
+    unowned(unsafe) var backend: LibeventBackend?
+    var event: OpaquePointer?
+    /// The source's place in the backend's `registered`.
+    var index: Int32 = 0
+    /// The EV_* flags the event is added with (all below 0x100); 0 when it is not added. Last and
+    /// narrow, so that the registration ends two bytes after `index`.
+    var flags: Int16 = 0
+
+    init() {}
+
+    init(backend: LibeventBackend, index: Int32) {
+        self.backend = backend
+        self.index = index
     }
 }

@@ -22,7 +22,7 @@ extension Loop {
     func syncDescriptors(for mode: Mode, _ backend: any EventBackend) {
         if backend.registeredMode != mode {
             let sources = state.withLock { state in
-                Array(state.withExistingItems(of: mode) { $0.descriptors.values } ?? [:].values)
+                state.withExistingItems(of: mode) { Array($0.descriptors) } ?? []
             }
             backend.registeredMode = mode
             for source in sources {
@@ -98,4 +98,30 @@ extension Loop {
             return handled
         }
     }
+}
+
+/// A mode's descriptor sources, by identity: one word per entry of the hash table, where a
+/// dictionary keyed by `ObjectIdentifier` stores two (a server holds one source per connection).
+struct DescriptorSet: Sequence {
+    private var entries = Set<Entry>()
+
+    struct Entry: Hashable {
+        let source: LoopDescriptorSource
+
+        static func == (lhs: Entry, rhs: Entry) -> Bool { lhs.source === rhs.source }
+        func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(source)) }
+    }
+
+    var isEmpty: Bool { entries.isEmpty }
+
+    mutating func insert(_ source: LoopDescriptorSource) { entries.insert(Entry(source: source)) }
+
+    mutating func remove(_ source: LoopDescriptorSource) { entries.remove(Entry(source: source)) }
+
+    struct Iterator: IteratorProtocol {
+        var base: Set<Entry>.Iterator
+        mutating func next() -> LoopDescriptorSource? { base.next()?.source }
+    }
+
+    func makeIterator() -> Iterator { Iterator(base: entries.makeIterator()) }
 }

@@ -28,8 +28,8 @@ struct ModeItems {
     /// (a stale entry may hold a removed timer's last reference, and its handler's captures may
     /// call into the loop as they go).
     var dropped: [TimerHeap.Entry] = []
-    /// Keyed for O(1) removal: a server adds and removes one per connection.
-    var descriptors: [ObjectIdentifier: LoopDescriptorSource] = [:]
+    /// A set for O(1) removal: a server adds and removes one per connection.
+    var descriptors = DescriptorSet()
 
     init(mode: Loop.Mode, slot: ModeSlot) {
         self.mode = mode

@@ -86,10 +86,10 @@ extension LoopSource: WordLockedItem {
 
 extension LoopDescriptorSource: WordLockedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
-        items.descriptors[ObjectIdentifier(self)] = self
+        items.descriptors.insert(self)
     }
 
     func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
-        items.descriptors[ObjectIdentifier(self)] = nil
+        items.descriptors.remove(self)
     }
 }

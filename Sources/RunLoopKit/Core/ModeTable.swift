@@ -61,7 +61,7 @@ struct ModeTable {
     /// Items added to `.common`: they join every mode later added to the common set.
     /// With the sequence number of their joining, so that a mode added to the common set later
     /// receives them in that order (observers with equal `order` keep their tie order).
-    var commonItems: [ObjectIdentifier: (item: any ModeMember, joined: UInt64)] = [:]
+    var commonItems = Set<CommonItem>()
     var runStack: [RunFrame] = []
     /// Descriptor sources added, removed, changed or invalidated since the loop thread last
     /// brought libevent in line (see `LoopDescriptorSource.swift`).
@@ -213,7 +213,7 @@ struct ModeTable {
         }
         guard !item.membership.isCommon else { return }
         item.membership.isCommon = true
-        commonItems[ObjectIdentifier(item)] = (item, sequence())
+        commonItems.insert(CommonItem(item, joined: sequence()))
         for common in commonModes {
             insert(item, into: common, joining: join)
         }
@@ -227,7 +227,7 @@ struct ModeTable {
         }
         guard item.membership.isCommon else { return }
         item.membership.isCommon = false
-        commonItems[ObjectIdentifier(item)] = nil
+        commonItems.remove(CommonItem(item))
         for common in commonModes {
             remove(item, from: common)
         }
@@ -237,7 +237,7 @@ struct ModeTable {
     mutating func removeEverywhere(_ item: some ModeMember) {
         if item.membership.isCommon {
             item.membership.isCommon = false
-            commonItems[ObjectIdentifier(item)] = nil
+            commonItems.remove(CommonItem(item))
         }
         // Most items are in one mode: no iterator over a copy of the list.
         if let only = item.membership.modes.single {
@@ -253,7 +253,7 @@ struct ModeTable {
     mutating func addCommonMode(_ mode: Loop.Mode) {
         guard commonModes.insert(mode).inserted else { return }
         version.bump()
-        for (item, _) in commonItems.values.sorted(by: { $0.joined < $1.joined }) {
+        for item in commonItems.sorted(by: { $0.joined < $1.joined }).map(\.item) {
             insert(item, into: mode)
         }
     }
@@ -266,15 +266,37 @@ struct ModeTable {
 
     /// Every item in any mode or in the common set.
     func allItems() -> [any ModeMember] {
-        var seen: [ObjectIdentifier: any ModeMember] = commonItems.mapValues(\.item)
+        var seen = [ObjectIdentifier: any ModeMember](
+            uniqueKeysWithValues: commonItems.map { (ObjectIdentifier($0.object), $0.item) })
         for items in modes {
             for timer in items.timers { seen[ObjectIdentifier(timer)] = timer }
             for case let observer? in items.observers.lazy.map(\.observer) {
                 seen[ObjectIdentifier(observer)] = observer
             }
             for source in items.sources { seen[ObjectIdentifier(source)] = source }
-            for source in items.descriptors.values { seen[ObjectIdentifier(source)] = source }
+            for source in items.descriptors { seen[ObjectIdentifier(source)] = source }
         }
         return Array(seen.values)
     }
+}
+
+/// An item added to `.common`, in `ModeTable.commonItems`: equal and hashed by identity, and held
+/// as a plain object, so that the set stores two words per item where a dictionary keyed by
+/// `ObjectIdentifier` of `any ModeMember` stored four (a server holds one per connection). The
+/// item is cast back to `ModeMember` only when a mode joins the common set and at teardown.
+struct CommonItem: Hashable {
+    let object: AnyObject
+    /// When it joined `.common` (`ModeTable.sequence()`).
+    let joined: UInt64
+
+    /// With `joined` 0: to find the item's entry, which equality finds by identity alone.
+    init(_ item: any ModeMember, joined: UInt64 = 0) {
+        self.object = item
+        self.joined = joined
+    }
+
+    var item: any ModeMember { object as! any ModeMember }
+
+    static func == (lhs: CommonItem, rhs: CommonItem) -> Bool { lhs.object === rhs.object }
+    func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(object)) }
 }

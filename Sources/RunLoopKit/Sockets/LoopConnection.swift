@@ -59,9 +59,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// The loop serving the connection, retained: set in `init` for accepted and connected ones,
     /// and when its process is added to a loop for a child's standard stream.
     let boundLoop: Atomic<Unmanaged<Loop>?>
-    /// A child's stream only: the calls made before it had a loop, applied there once it has one.
-    private let early: Locked<EarlyCalls>?
-    let fileDescriptor: Int32
+    /// What few connections have: a child's stream's early calls, a TLS connection's engine. Set
+    /// once, at the first need (in `init` for a child's stream), and never replaced.
+    private let extrasSlot = OnceReference<Extras>()
     /// Set once, in `init`, before the item is shared.
     private var sourceSlot: LoopDescriptorSource! = nil
     var descriptorSource: LoopDescriptorSource { sourceSlot }
@@ -69,26 +69,88 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// What any thread reads and writes under `sharedLock`.
     struct Shared {
         var residency: Residency
-        /// `writeWatermarks` as set (the loop thread works with its own copy, `watermarks`).
+        /// The settings most connections leave alone, made the first time one is set.
+        private var settings: Settings?
+
+        /// `writeWatermarks` as set (the loop thread works with its own copy, `output.watermarks`).
+        var watermarks: (low: Int, high: Int) {
+            get { settings?.watermarks ?? LoopConnection.defaultWriteWatermarks }
+            set { changeSettings { $0.watermarks = newValue } }
+        }
+
+        var idleTimeout: Duration? {
+            get { settings?.idleTimeout }
+            set { changeSettings { $0.idleTimeout = newValue } }
+        }
+
+        init(residency: Residency) { self.residency = residency }
+
+        var hasSettings: Bool { settings != nil }
+
+        private mutating func changeSettings(_ body: (Settings) -> Void) {
+            if settings == nil { settings = Settings() }
+            body(settings!)
+        }
+    }
+
+    /// `writeWatermarks` and `idleTimeout` as set, guarded by `sharedLock` as `Shared` is.
+    final class Settings {
         var watermarks = LoopConnection.defaultWriteWatermarks
         var idleTimeout: Duration?
     }
 
     /// Guarded by `sharedLock`, a lock word in the connection rather than a `Locked` (a pthread
     /// mutex in an allocation of its own): a server holds thousands of connections, mostly idle.
-    /// An idle connection costs 2,072 bytes, both ends counted, as libevent's bufferevent pair
-    /// does (2,109; `runloop-bench --filter connections`, memory per idle connection).
+    /// An idle connection costs 1,359 bytes, both ends counted, where libevent's bufferevent pair
+    /// costs 2,109 (`runloop-bench --filter connections`, memory per idle connection).
     @exclusivity(unchecked) private var shared: Shared
     private let sharedLock = LockWord()
+
+    // The flags are declared next to each other, and next to the lock word: one word for all
+    // (the stored layout is in declaration order, and a server holds many idle connections).
 
     /// The settings read on every event, as atomics: the loop thread reads them without a lock.
     let readingPausedSetting = Atomic<Bool>(false)
     let halfClosureSetting = Atomic<Bool>(false)
-    let inputLimitSetting = Atomic<Int>(LoopConnection.defaultInputLimit)
     /// `isOpen`: set when the connection is connected, cleared as it closes.
     let openState: Atomic<Bool>
-    /// Set once, on the loop's thread, when the connection starts TLS (`LoopConnection+TLS.swift`).
-    let tlsSlot = AtomicLazyReference<TLSEngine>()
+    let fileDescriptor: Int32
+    let inputLimitSetting = Atomic<Int>(LoopConnection.defaultInputLimit)
+    /// See `extrasSlot`: any thread.
+    final class Extras: Sendable {
+        /// A child's stream only: the calls made before it had a loop, applied there once it has one.
+        let early: Locked<EarlyCalls>?
+        /// Set once, on the loop's thread, when the connection starts TLS (`LoopConnection+TLS.swift`).
+        let tls = OnceReference<TLSEngine>()
+
+        init(early: Locked<EarlyCalls>?) { self.early = early }
+    }
+
+    /// The extras, made now if they were not.
+    private func makeExtras() -> Extras {
+        if let extras = extrasSlot.load() { return extras }
+        return extrasSlot.storeIfNil(Extras(early: nil))
+    }
+
+    private var early: Locked<EarlyCalls>? { extrasSlot.load()?.early }
+
+    /// The TLS engine's slot (`LoopConnection+TLS.swift`), in the extras.
+    var tlsSlot: TLSSlot { TLSSlot(connection: Unmanaged.passUnretained(self)) }
+
+    /// `tlsSlot`: the `AtomicLazyReference` calls the TLS code makes, on the extras' slot.
+    struct TLSSlot {
+        // Unretained and unmanaged: the slot is used within a call on the connection, which holds
+        // it, and reading an `unowned(unsafe)` reference retained it (a retain and a release on
+        // every read and write, callgrind).
+        let connection: Unmanaged<LoopConnection>
+
+        func load() -> TLSEngine? { connection._withUnsafeGuaranteedRef { $0.extrasSlot.load()?.tls.load() } }
+
+        @discardableResult
+        func storeIfNil(_ engine: TLSEngine) -> TLSEngine {
+            connection._withUnsafeGuaranteedRef { $0.makeExtras().tls.storeIfNil(engine) }
+        }
+    }
 
     /// The default `writeWatermarks`: 64 KiB and 256 KiB.
     public static let defaultWriteWatermarks = (low: 64 * 1024, high: 256 * 1024)
@@ -107,19 +169,20 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Connecting, open, closing or closed (`LoopConnection+Lifecycle.swift`): changed only by
     /// `apply(_:)`.
     @exclusivity(unchecked) var lifecycle: Lifecycle
+    /// `close()` or `abort()` was called: reads throw once the input is used up (the peer's end
+    /// of stream alone gives `[]`). Beside `lifecycle`, in the rest of its word.
+    @exclusivity(unchecked) var closedLocally = false
     /// Nothing is allocated for it until bytes arrive.
     @exclusivity(unchecked) var input = LoopBuffer()
     @exclusivity(unchecked) var readHandler: ((LoopConnection, inout LoopBuffer) -> Void)?
     @exclusivity(unchecked) var eventHandler: ((LoopConnection, Event) -> Void)?
-    @exclusivity(unchecked) var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)?
     /// The output queue, the watermarks and the writers waiting below them; reached through
     /// `output` (loop thread), except its two atomics (any thread). Before a flag, which fills the
     /// end of its last word.
     @exclusivity(unchecked) private var outputState = ConnectionOutput()
     /// `readClosed` was reported: at the end of stream read, or noticed while not reading.
     @exclusivity(unchecked) var endOfStreamReported = false
-    /// Why the connection closed (nil: orderly), once it has; and whether a handler was told.
-    @exclusivity(unchecked) var closedError: LoopError?
+    /// Whether a handler was told of the close.
     @exclusivity(unchecked) var closedReported = false
     /// Inside `onRead`: the input buffer is lent out, and reading waits.
     @exclusivity(unchecked) var delivering = false
@@ -130,15 +193,79 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var watched: LoopDescriptorSource.Events
     /// When bytes last moved, on the coarse clock (`LoopConnection.coarseNow`).
     @exclusivity(unchecked) var lastActivity = LoopConnection.coarseNow
+    /// The loop thread's state that most connections never set, or set for a while only (the
+    /// connect's completion, awaited reads, the close's error and dropped bytes), made the first
+    /// time one of them is: an idle connection holds none.
+    @exclusivity(unchecked) private var rare: Rare?
+
+    /// An awaiting `read(maxLength:)` call, with the flag its task's cancellation sets, by which a
+    /// cancellation finds its own call.
+    typealias PendingRead = (
+        maxLength: Int, flag: CancellationFlag, continuation: CheckedContinuation<[UInt8], any Error>
+    )
+
+    /// See `rare`: loop thread only.
+    final class Rare {
+        var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)?
+        var pendingReads: [PendingRead] = []
+        var closedError: LoopError?
+        var discarded = 0
+    }
+
+    /// Whether the connection holds any of the state made on first use (`rare`, `extrasSlot`,
+    /// `Shared.settings`): none while it is idle with its defaults. Loop thread only.
+    var holdsOptionalState: Bool {
+        assertOnLoopThread()
+        return rare != nil || extrasSlot.load() != nil || withShared { $0.hasSettings }
+    }
+
+    /// The `rare` state, made now if it was not.
+    private func makeRare() -> Rare {
+        if let rare { return rare }
+        let made = Rare()
+        rare = made
+        return made
+    }
+
+    /// Connecting: what the connection's outcome is given to. Let go of the `rare` state with it
+    /// when nothing else is set there, so that a connected client holds none.
+    var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)? {
+        get { rare?.connectCompletion }
+        set {
+            if newValue != nil {
+                makeRare().connectCompletion = newValue
+            } else if let rare {
+                rare.connectCompletion = nil
+                if rare.pendingReads.isEmpty && rare.closedError == nil && rare.discarded == 0 { self.rare = nil }
+            }
+        }
+    }
+
+    /// Awaiting `read(maxLength:)` calls, in the order they were made.
+    var pendingReads: [PendingRead] {
+        get { rare?.pendingReads ?? [] }
+        _modify {
+            if let rare {
+                yield &rare.pendingReads
+            } else {
+                var reads: [PendingRead] = []
+                yield &reads
+                if !reads.isEmpty { makeRare().pendingReads = reads }
+            }
+        }
+    }
+
+    /// Why the connection closed (nil: orderly), once it has.
+    var closedError: LoopError? {
+        get { rare?.closedError }
+        set { if newValue != nil || rare != nil { makeRare().closedError = newValue } }
+    }
+
     /// Closing: the bytes that arrived after `close()` and were dropped.
-    @exclusivity(unchecked) var discarded = 0
-    /// `close()` or `abort()` was called: reads throw once the input is used up (the peer's end
-    /// of stream alone gives `[]`).
-    @exclusivity(unchecked) var closedLocally = false
-    /// Awaiting `read(maxLength:)` calls, each with the flag its task's cancellation sets, by
-    /// which a cancellation finds its own call.
-    @exclusivity(unchecked) var pendingReads:
-        [(maxLength: Int, flag: CancellationFlag, continuation: CheckedContinuation<[UInt8], any Error>)] = []
+    var discarded: Int {
+        get { rare?.discarded ?? 0 }
+        set { if newValue != 0 || rare != nil { makeRare().discarded = newValue } }
+    }
 
     struct EarlyCalls {
         var calls: [@Sendable (LoopConnection) -> Void] = []
@@ -154,7 +281,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         localAddress = local
         remoteAddress = remote
         boundLoop = Atomic(loop.map { Unmanaged.passRetained($0) })
-        early = loop == nil ? Locked(EarlyCalls()) : nil
+        if loop == nil { _ = extrasSlot.storeIfNil(Extras(early: Locked(EarlyCalls()))) }
         lifecycle = connecting ? .connecting(then: .none) : .open(input: .open, output: .open)
         openState = Atomic(!connecting)
         shared = Shared(residency: Residency(loop: loop, modes: modes))
@@ -519,4 +646,33 @@ struct ReadHandler: @unchecked Sendable {
 struct EventHandler: @unchecked Sendable {
     let handler: (LoopConnection, LoopConnection.Event) -> Void
     init(_ handler: sending @escaping (LoopConnection, LoopConnection.Event) -> Void) { self.handler = handler }
+}
+
+/// A reference set at most once and read from any thread, retained while its holder lives: what
+/// `AtomicLazyReference` does, on an `Atomic` of `Unmanaged`, which the compiler inlines. (A
+/// connection reads its optional state on every read and write, and `AtomicLazyReference.load`
+/// was a call into the Synchronization library that looked up generic metadata each time: 10 % of
+/// a loop thread's instructions in the echo workload, callgrind.)
+struct OnceReference<Object: AnyObject>: ~Copyable, @unchecked Sendable {
+    private let slot = Atomic<Unmanaged<Object>?>(nil)
+
+    init() {}
+
+    deinit { slot.load(ordering: .acquiring)?.release() }
+
+    /// The object, once set.
+    @inline(__always)
+    func load() -> Object? { slot.load(ordering: .acquiring)?.takeUnretainedValue() }
+
+    /// Sets `object` unless an object is set already; returns the one set.
+    func storeIfNil(_ object: Object) -> Object {
+        let made = Unmanaged.passRetained(object)
+        let (exchanged, original) = slot.compareExchange(
+            expected: nil, desired: made, ordering: .acquiringAndReleasing)
+        guard exchanged else {
+            made.release()
+            return original!.takeUnretainedValue()
+        }
+        return object
+    }
 }

@@ -4,15 +4,68 @@ import Glibc
 ///
 /// A value; any thread.
 public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
-    /// The `sockaddr_in`, `sockaddr_in6` or `sockaddr_un` bytes, as long as the family needs.
-    let bytes: [UInt8]
+    /// An IPv4 address in place, in one word with no allocation (a server holds two addresses per
+    /// connection, most of them IPv4); any other as its `sockaddr_in6` or `sockaddr_un` bytes, as
+    /// long as the family needs. Every IPv4 address is stored in place, so equal addresses have
+    /// equal storage.
+    enum Storage: Hashable, Sendable {
+        /// `sin_addr` and `sin_port` as the `sockaddr_in` holds them (network byte order).
+        case ipv4(address: UInt32, port: UInt16)
+        case bytes([UInt8])
+    }
+
+    let storage: Storage
+
+    /// The `sockaddr` bytes, as long as the family needs.
+    var bytes: Bytes { Bytes(storage: storage) }
+
+    /// The bytes of a `SocketAddress`'s `sockaddr`, made on the stack for an IPv4 address.
+    struct Bytes {
+        let storage: Storage
+
+        var count: Int {
+            switch storage {
+            case .ipv4: MemoryLayout<sockaddr_in>.size
+            case .bytes(let bytes): bytes.count
+            }
+        }
+
+        subscript(offset: Int) -> UInt8 {
+            withUnsafeBytes { $0[offset] }
+        }
+
+        func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+            switch storage {
+            case .ipv4(let address, let port):
+                var internet = sockaddr_in()
+                internet.sin_family = sa_family_t(AF_INET)
+                internet.sin_port = port
+                internet.sin_addr.s_addr = address
+                return Swift.withUnsafeBytes(of: &internet, body)
+            case .bytes(let bytes):
+                return bytes.withUnsafeBytes(body)
+            }
+        }
+    }
+
+    /// The address whose `sockaddr` is `raw` (as long as its family needs), IPv4 in place.
+    private init(sockaddr raw: UnsafeRawBufferPointer) {
+        if raw.count >= MemoryLayout<sockaddr_in>.size,
+            Int32(raw.loadUnaligned(fromByteOffset: 0, as: sa_family_t.self)) == AF_INET
+        {
+            let internet = raw.loadUnaligned(as: sockaddr_in.self)
+            storage = .ipv4(address: internet.sin_addr.s_addr, port: internet.sin_port)
+        } else {
+            storage = .bytes(Array(raw))
+        }
+    }
 
     /// An IPv4 address in dotted form (`"127.0.0.1"`) and a port in 0...65535 (0: any free port,
     /// for a listener).
     ///
     /// Any thread. Throws a `LoopError` for a malformed address or a port out of range.
     public init(ipv4 host: String, port: Int) throws(LoopError) {
-        bytes = try SocketAddress.internet(
+        self = try SocketAddress.internet(
             sockaddr_in(), AF_INET, host: host, port: port,
             name: "IPv4 address (expected dotted form such as 127.0.0.1)",
             \.sin_addr, \.sin_family, \.sin_port)
@@ -22,17 +75,17 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     ///
     /// Any thread. Throws a `LoopError` for a malformed address or a port out of range.
     public init(ipv6 host: String, port: Int) throws(LoopError) {
-        bytes = try SocketAddress.internet(
+        self = try SocketAddress.internet(
             sockaddr_in6(), AF_INET6, host: host, port: port, name: "IPv6 address (expected a form such as ::1)",
             \.sin6_addr, \.sin6_family, \.sin6_port)
     }
 
-    /// The bytes of a `sockaddr_in` or `sockaddr_in6` for `host` (parsed with `inet_pton`) and `port`.
+    /// The address of a `sockaddr_in` or `sockaddr_in6` for `host` (parsed with `inet_pton`) and `port`.
     private static func internet<Address>(
         _ empty: Address, _ family: Int32, host: String, port: Int, name: String,
         _ hostField: PartialKeyPath<Address>, _ familyField: WritableKeyPath<Address, sa_family_t>,
         _ portField: WritableKeyPath<Address, in_port_t>
-    ) throws(LoopError) -> [UInt8] {
+    ) throws(LoopError) -> SocketAddress {
         try checkPort(port)
         var address = empty
         let offset = MemoryLayout<Address>.offset(of: hostField)!
@@ -44,7 +97,7 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         }
         address[keyPath: familyField] = sa_family_t(family)
         address[keyPath: portField] = UInt16(port).bigEndian
-        return withUnsafeBytes(of: address) { Array($0) }
+        return withUnsafeBytes(of: address) { SocketAddress(sockaddr: $0) }
     }
 
     /// A Unix-domain stream socket's path in the file system.
@@ -72,21 +125,25 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let header = MemoryLayout<sockaddr_un>.offset(of: \.sun_path)!
-        bytes = withUnsafeBytes(of: address) { Array($0.prefix(header)) } + path + [0]
+        storage = .bytes(withUnsafeBytes(of: address) { Array($0.prefix(header)) } + path + [0])
     }
 
     /// The address in `storage`, as the kernel filled it in (`accept`, `getsockname`).
     init(storage: sockaddr_storage, length: socklen_t) {
         let length = min(Int(length), MemoryLayout<sockaddr_storage>.size)
-        var bytes = withUnsafeBytes(of: storage) { Array($0.prefix(length)) }
-        if Int32(storage.ss_family) == AF_UNIX {
-            // An unnamed socket has no path; a named one may come without its terminating NUL.
-            let header = MemoryLayout<sockaddr_un>.offset(of: \.sun_path)!
-            if bytes.count <= header { bytes = Array(bytes.prefix(header)) + [0] }
-            if let end = bytes[header...].firstIndex(of: 0) { bytes = Array(bytes[..<end]) }
-            bytes.append(0)
+        guard Int32(storage.ss_family) == AF_UNIX else {
+            self = withUnsafeBytes(of: storage) {
+                SocketAddress(sockaddr: UnsafeRawBufferPointer(rebasing: $0.prefix(length)))
+            }
+            return
         }
-        self.bytes = bytes
+        var bytes = withUnsafeBytes(of: storage) { Array($0.prefix(length)) }
+        // An unnamed socket has no path; a named one may come without its terminating NUL.
+        let header = MemoryLayout<sockaddr_un>.offset(of: \.sun_path)!
+        if bytes.count <= header { bytes = Array(bytes.prefix(header)) + [0] }
+        if let end = bytes[header...].firstIndex(of: 0) { bytes = Array(bytes[..<end]) }
+        bytes.append(0)
+        self.storage = .bytes(bytes)
     }
 
     private static func checkPort(_ port: Int) throws(LoopError) {
@@ -95,7 +152,10 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// `AF_INET`, `AF_INET6` or `AF_UNIX`.
     var family: Int32 {
-        bytes.withUnsafeBytes { Int32($0.load(fromByteOffset: 0, as: sa_family_t.self)) }
+        switch storage {
+        case .ipv4: AF_INET
+        case .bytes(let bytes): bytes.withUnsafeBytes { Int32($0.load(fromByteOffset: 0, as: sa_family_t.self)) }
+        }
     }
 
     /// Whether this is a TCP address (IPv4 or IPv6).
@@ -115,7 +175,7 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// The Unix socket path, for a Unix address.
     var unixPath: String? {
-        guard !isInternet else { return nil }
+        guard case .bytes(let bytes) = storage, !isInternet else { return nil }
         let header = MemoryLayout<sockaddr_un>.offset(of: \.sun_path)!
         return String(decoding: bytes[header..<(bytes.count - 1)], as: UTF8.self)
     }
@@ -158,6 +218,6 @@ extension SocketAddress {
 
     /// The address of `raw`'s bytes (a `sockaddr` of its family).
     init(raw: UnsafeRawBufferPointer) {
-        bytes = Array(raw)
+        self.init(sockaddr: raw)
     }
 }
