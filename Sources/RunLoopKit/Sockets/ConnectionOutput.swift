@@ -22,9 +22,15 @@ struct ConnectionOutput: ~Copyable {
     /// cancellation sets, by which a cancellation finds its own call.
     private var waitingWriters: [(flag: CancellationFlag, continuation: CheckedContinuation<Void, any Error>)] = []
     /// Whether the queue is below the high watermark: false from when it reaches the high
-    /// watermark until it falls to the low one. The loop thread alone writes it. Last, so that the
-    /// connection's flags that follow fill the rest of its word.
+    /// watermark until it falls to the low one. The loop thread alone writes it.
     let belowHighWatermark = Atomic<Bool>(true)
+    /// The connection is on its loop's list of gathered writes, to be flushed when the pass ends
+    /// (`LoopConnection+Flush.swift`).
+    var awaitsPassFlush = false
+    /// The number of the loop's pass in which a write last went to the socket at once (0: none).
+    /// This and the flags before it fill the word after the queue's fields, with room for the
+    /// connection's flags that follow: a byte and two add nothing to an idle connection.
+    var directSendPass: UInt16 = 0
 
     /// The bytes queued now.
     var count: Int { queue?.count ?? 0 }
