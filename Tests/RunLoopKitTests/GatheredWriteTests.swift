@@ -178,4 +178,25 @@ import Testing
         }
         #expect(output == "\(4 << 20) ok")
     }
+
+    @Test(arguments: [false, true])
+    func anArrayRewrittenAfterItsWriteDoesNotChangeWhatIsSent(fromAnotherThread: Bool) async throws {
+        // One array, rewritten in place after each write: the queue holds the arrays whose bytes
+        // the socket did not take at once by reference, and each must keep the bytes it had.
+        let chunk = 64 * 1024
+        let writes = 16
+        @Sendable func writeAll(to connection: LoopConnection) {
+            var bytes = [UInt8](repeating: 0, count: chunk)
+            for index in 0..<writes {
+                for offset in 0..<chunk { bytes[offset] = UInt8(((index * chunk + offset) / 100) % 251) }
+                connection.enqueue(bytes)
+            }
+            connection.close()
+        }
+        let output = try await Self.withReader { accepted in
+            if !fromAnotherThread { writeAll(to: accepted) } else { Thread { writeAll(to: accepted) }.start() }
+        } whileConnected: { _ in
+        }
+        #expect(output == "\(writes * chunk) ok")
+    }
 }

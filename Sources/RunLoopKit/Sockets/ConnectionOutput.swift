@@ -45,6 +45,13 @@ struct ConnectionOutput: ~Copyable {
         buffer().append(bytes)
     }
 
+    /// Queues the bytes of `array` from `start` on by reference: no copy; the array is kept until
+    /// they are sent or dropped.
+    mutating func append(_ array: [UInt8], from start: Int) {
+        let owner = QueuedArray(array)
+        array.withUnsafeBytes { buffer().appendReference(UnsafeRawBufferPointer(rebasing: $0[start...]), owner: owner) }
+    }
+
     /// Moves the bytes of `other` to the end of the queue, leaving `other` empty: no copy.
     mutating func moveAll(from other: EventBuffer) {
         buffer().moveAll(from: other)
@@ -115,4 +122,11 @@ struct ConnectionOutput: ~Copyable {
         waitingWriters.removeAll()
         for writer in writers { writer.continuation.resume(throwing: error) }
     }
+}
+
+/// An array whose bytes a connection's queue holds by reference: its storage (a native array's,
+/// which does not move while referenced) stays alive and unchanged while the box does.
+private final class QueuedArray {
+    let array: [UInt8]
+    init(_ array: [UInt8]) { self.array = array }
 }

@@ -193,20 +193,40 @@ extension LoopConnection {
     /// The bytes queued and not sent yet.
     var queuedBytes: Int { output.count }
 
+    /// The least of an array's bytes the queue holds by reference rather than copies: below it a
+    /// copy costs less than the block and the box that keep the array.
+    static let referencedRestMinimum = 4 * 1024
+
     /// Sends `bytes` at once if nothing is queued and the connection has not sent yet in this pass
-    /// of its loop, and queues the rest (`LoopConnection+Flush.swift`).
+    /// of its loop, and queues a copy of the rest (`LoopConnection+Flush.swift`).
     func queueOutput(_ bytes: UnsafeRawBufferPointer) {
+        queueOutput(bytes, of: nil)
+    }
+
+    /// `queueOutput` of the bytes of `array`; a large rest is queued by reference, not copied. A
+    /// bulk writer's 64 KiB writes, copied, cost a fresh block each, which malloc returned to the
+    /// kernel when it was freed (an madvise per write).
+    func queueOutput(_ array: [UInt8]) {
+        array.withUnsafeBytes { queueOutput($0, of: array) }
+    }
+
+    /// `bytes`: the bytes to write; `array`: the array they are the whole of, if they are.
+    private func queueOutput(_ bytes: UnsafeRawBufferPointer, of array: [UInt8]?) {
         assertOnLoopThread()
         if let tls = tlsEngine { return queueTLSOutput(bytes, tls) }
         guard acceptsOutput, bytes.count > 0 else { return }
-        var rest = bytes
+        var sent = 0
         let route = writeRoute()
         if route == .send {
-            guard let sent = sentCount(Platform.send(fileDescriptor, bytes)) else { return }
-            rest = UnsafeRawBufferPointer(rebasing: bytes[sent...])
+            guard let count = sentCount(Platform.send(fileDescriptor, bytes)) else { return }
+            sent = count
         }
-        if rest.count > 0 {
-            output.append(rest)
+        if sent < bytes.count {
+            if let array, bytes.count - sent >= LoopConnection.referencedRestMinimum {
+                output.append(array, from: sent)
+            } else {
+                output.append(UnsafeRawBufferPointer(rebasing: bytes[sent...]))
+            }
             didQueue(route)
         }
         outputDidChange()

@@ -335,10 +335,16 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     ///
     /// Any thread; writes from one thread go out in the order they were made.
     public func enqueue(_ bytes: some Collection<UInt8>) {
+        // An array's bytes are not copied to a buffer: the queue may hold the array itself.
+        let array = bytes as? [UInt8]
         if isOnLoopThread {
-            if bytes.withContiguousStorageIfAvailable({ queueOutput(UnsafeRawBufferPointer($0)) }) == nil {
+            if let array {
+                queueOutput(array)
+            } else if bytes.withContiguousStorageIfAvailable({ queueOutput(UnsafeRawBufferPointer($0)) }) == nil {
                 Array(bytes).withUnsafeBytes { queueOutput($0) }
             }
+        } else if let array {
+            onLoop { $0.queueOutput(array) }
         } else {
             var buffer = LoopBuffer(bytes)
             write(&buffer)
