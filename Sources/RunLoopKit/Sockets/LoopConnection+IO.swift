@@ -200,18 +200,20 @@ extension LoopConnection {
     /// Sends `bytes` at once if nothing is queued and the connection has not sent yet in this pass
     /// of its loop, and queues a copy of the rest (`LoopConnection+Flush.swift`).
     func queueOutput(_ bytes: UnsafeRawBufferPointer) {
-        queueOutput(bytes, of: nil)
+        queueOutput(bytes, of: { nil })
     }
 
     /// `queueOutput` of the bytes of `array`; a large rest is queued by reference, not copied. A
     /// bulk writer's 64 KiB writes, copied, cost a fresh block each, which malloc returned to the
     /// kernel when it was freed (an madvise per write).
     func queueOutput(_ array: [UInt8]) {
-        array.withUnsafeBytes { queueOutput($0, of: array) }
+        array.withUnsafeBytes { queueOutput($0, of: { array }) }
     }
 
-    /// `bytes`: the bytes to write; `array`: the array they are the whole of, if they are.
-    private func queueOutput(_ bytes: UnsafeRawBufferPointer, of array: [UInt8]?) {
+    /// `bytes`: the bytes to write; `array`: the array they are the whole of, if they are, asked
+    /// for only when a large rest is to be queued (a write the socket takes whole, the usual
+    /// case, pays no dynamic cast for it).
+    func queueOutput(_ bytes: UnsafeRawBufferPointer, of array: () -> [UInt8]?) {
         assertOnLoopThread()
         if let tls = tlsEngine { return queueTLSOutput(bytes, tls) }
         guard acceptsOutput, bytes.count > 0 else { return }
@@ -222,7 +224,7 @@ extension LoopConnection {
             sent = count
         }
         if sent < bytes.count {
-            if let array, bytes.count - sent >= LoopConnection.referencedRestMinimum {
+            if bytes.count - sent >= LoopConnection.referencedRestMinimum, let array = array() {
                 output.append(array, from: sent)
             } else {
                 output.append(UnsafeRawBufferPointer(rebasing: bytes[sent...]))

@@ -339,15 +339,14 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     ///
     /// Any thread; writes from one thread go out in the order they were made.
     public func enqueue(_ bytes: some Collection<UInt8>) {
-        // An array's bytes are not copied to a buffer: the queue may hold the array itself.
-        let array = bytes as? [UInt8]
         if isOnLoopThread {
-            if let array {
-                queueOutput(array)
-            } else if bytes.withContiguousStorageIfAvailable({ queueOutput(UnsafeRawBufferPointer($0)) }) == nil {
-                Array(bytes).withUnsafeBytes { queueOutput($0) }
+            // An array's large rest is queued by reference to the array, not copied.
+            let queued: Void? = bytes.withContiguousStorageIfAvailable {
+                queueOutput(UnsafeRawBufferPointer($0), of: { bytes as? [UInt8] })
             }
-        } else if let array {
+            if queued == nil { Array(bytes).withUnsafeBytes { queueOutput($0) } }
+        } else if let array = bytes as? [UInt8] {
+            // The array itself crosses to the loop: its bytes are not copied to a buffer.
             onLoop { $0.queueOutput(array) }
         } else {
             var buffer = LoopBuffer(bytes)
