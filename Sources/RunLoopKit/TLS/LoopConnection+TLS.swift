@@ -53,9 +53,6 @@ extension LoopConnection {
     /// Any thread.
     public var tlsVersion: String? { tlsSlot.load()?.version }
 
-    /// The connection's TLS engine, if it speaks TLS.
-    var tlsEngine: TLSEngine? { tlsSlot.load() }
-
     // MARK: Connecting
 
     /// Connects to `address` and completes a TLS handshake as `tls` says; `completion` runs on
@@ -151,6 +148,7 @@ extension LoopConnection {
         }
         engine.session.socket = fileDescriptor
         _ = tlsSlot.storeIfNil(engine)
+        tlsEngine = engine
         engine.completion = completion
         // Until the handshake is done, a close for any reason (reset, end of stream, timeout,
         // cancellation) is the handshake's failure. The accept handler or the connect
