@@ -116,10 +116,6 @@ final class OpenSSLContext: @unchecked Sendable {
     /// The server's ALPN list for `rlk_alpn_select` (its length, then the wire format).
     private let serverProtocols: UnsafeMutableBufferPointer<UInt8>?
 
-    /// OpenSSL's read buffer: one `recv` of up to this much per wake-up's read, as the plaintext
-    /// connection's `readChunk` (freed while it is empty: `SSL_MODE_RELEASE_BUFFERS`).
-    static let readBufferSize = LoopConnection.readChunk
-
     init(_ configuration: TLSConfiguration) throws(LoopError) {
         OpenSSL.clearErrors()
         let isServer = configuration.credentials != nil
@@ -146,7 +142,9 @@ final class OpenSSLContext: @unchecked Sendable {
         }
         rlk_ssl_ctx_set_hardening(raw)
         rlk_ssl_ctx_set_release_buffers(raw)
-        rlk_ssl_ctx_set_read_ahead(raw, OpenSSLContext.readBufferSize)
+        // OpenSSL's own read buffer size (a record and its overhead): a 64 KiB one cost 9.35
+        // instead of 8.29 instructions a byte (`CALLGRIND=1 MEBIBYTES=64 scripts/tls-bio-bench.sh`).
+        rlk_ssl_ctx_set_read_ahead(raw)
         if let credentials = configuration.credentials {
             try credentials.install(in: raw)
             // Clients are not asked for certificates.

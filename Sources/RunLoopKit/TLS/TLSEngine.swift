@@ -4,9 +4,9 @@ import Synchronization
 /// plaintext, the handshake's state, and the facts the handshake settled.
 ///
 /// Ciphertext in: OpenSSL reads through the session's own BIO, whose read is a `recv` from the
-/// connection's socket straight into OpenSSL's read buffer (read-ahead on, 64 KiB: one `recv` per
-/// wake-up's read, as for plaintext), within the plaintext read's budget and input limit; it
-/// decrypts into the connection's input buffer. Ciphertext out: the BIO sends each record at once
+/// connection's socket straight into OpenSSL's read buffer (read-ahead on: a `recv` fills the
+/// buffer, a record and more, rather than reading a header and then a body), within the plaintext
+/// read's budget and input limit; OpenSSL decrypts into the connection's input buffer. Ciphertext out: the BIO sends each record at once
 /// while nothing is queued for the socket, and keeps what the socket does not take, in order, in
 /// `cipherOut`, whose blocks move to the connection's output queue without a copy; so watermarks,
 /// backpressure and flushing work on the bytes the socket takes, as for plaintext. The BIO touches
@@ -21,11 +21,14 @@ import Synchronization
 /// over loopback TCP, TLS 1.3, AES-256-GCM, 16 KiB writes), instructions per byte under callgrind
 /// (`CALLGRIND=1 MEBIBYTES=64 scripts/tls-bio-bench.sh`): `SSL_set_fd` 8.34; this BIO (`send`)
 /// 8.29; receiving straight into OpenSSL but writing records to an evbuffer (`recv`) 9.35; a BIO
-/// over libevent's evbuffers both ways (the engine before) 10.03; OpenSSL's memory BIOs 14.43. The
+/// over libevent's evbuffers both ways 10.03; OpenSSL's memory BIOs 14.43. The
 /// difference is the copies through the buffers, which callgrind counts a byte an instruction
 /// (`rep movsb`). runloop-httpd over HTTPS (`--threads 1`, one kept-alive client, callgrind, slope
 /// from 1,000 to 4,000 requests): 26,745 instructions per request over evbuffers, 24,261 with
-/// this BIO.
+/// this BIO. Timed (`ROUNDS=5 MEBIBYTES=256 scripts/tls-bio-bench.sh`, 2 cores shared, load 6-8),
+/// medians 0.427 GB/s for `SSL_set_fd` (runs 0.18-0.47), 0.235 for this BIO (0.12-0.71), 0.231
+/// over evbuffers (0.12-0.31): the spreads overlap, and the bench's `SSL_set_fd` blocks in `read`
+/// where the BIOs wait in `poll` after EAGAIN, as a loop waits in epoll.
 ///
 /// Loop thread only, except the facts (`negotiatedProtocol`, `peerCertificateSubject`), which
 /// any thread reads once the handshake is done.
