@@ -164,13 +164,15 @@ fuzz-tls: deps
 	cp Fuzz/tls-corpus/* $(FUZZ_TLS_DIR)/corpus/
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout $(FUZZ_TLS_DIR)/key.pem \
 		-out $(FUZZ_TLS_DIR)/cert.pem -days 1 -subj "/CN=localhost" 2>/dev/null
-	clang -O1 -g -fsanitize=address -c Sources/CPlatform/platform.c -I Sources/CPlatform/include \
-		-o $(FUZZ_TLS_DIR)/platform.o
+	for source in Sources/CPlatform/*.c; do \
+		clang -O1 -g -fsanitize=address -c $$source -I Sources/CPlatform/include \
+			-o $(FUZZ_TLS_DIR)/$$(basename $$source .c).o || exit 1; \
+	done
 	printf 'module CPlatform {\n    header "%s/Sources/CPlatform/include/rlk_platform.h"\n    export *\n}\n' "$(CURDIR)" \
 		>$(FUZZ_TLS_DIR)/CPlatform/module.modulemap
 	$(SWIFTC) -swift-version 6 -package-name RunLoopKit -sanitize=fuzzer,address -parse-as-library -O -g \
 		-module-name TLSHandshakeFuzz $$(find Sources/RunLoopKit -name '*.swift' | sort) Fuzz/TLSHandshakeFuzz.swift \
-		-I Modulemaps/CLibevent -I Modulemaps/COpenSSL -I $(FUZZ_TLS_DIR)/CPlatform $(FUZZ_TLS_DIR)/platform.o \
+		-I Modulemaps/CLibevent -I Modulemaps/COpenSSL -I $(FUZZ_TLS_DIR)/CPlatform $(FUZZ_TLS_DIR)/*.o \
 		-levent_core -lssl -lcrypto -o $(FUZZ_TLS_DIR)/tls-handshake-fuzz
 	FUZZ_TLS_DIR=$(FUZZ_TLS_DIR) SWIFT_BACKTRACE=enable=no $(FUZZ_TLS_DIR)/tls-handshake-fuzz \
 		-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(FUZZ_TLS_DIR)/artifacts/ \

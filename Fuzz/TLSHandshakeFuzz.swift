@@ -1,7 +1,7 @@
 // libFuzzer entry point for the TLS engine's server side: each input is ciphertext from a client,
-// given to a fresh server session as the connection gives what it reads (through the BIO over
-// libevent's buffers), in two reads split at a point taken from the data. The handshake is taken
-// as far as the input allows, then whatever is left is decrypted. Checked for every input:
+// given to a fresh server session without a socket (its BIO takes the ciphertext from `cipherIn`
+// and keeps what it makes in `cipherOut`), in two parts split at a point taken from the data. The
+// handshake is taken as far as the input allows, then whatever is left is decrypted. Checked for every input:
 //   - no trap and no memory error (AddressSanitizer) in the BIO, the handshake, decryption or the
 //     error mapping;
 //   - a failure carries a reason (OpenSSL's, never empty);

@@ -60,6 +60,7 @@ GUIDE = {
     "Loop groups for servers": [TESTS + "GuideSourceTests.swift"],
     "Work off the loop": [TESTS + "GuideWorkTests.swift"],
     "Servers": [TESTS + "GuideServerTests.swift"],
+    "TLS": [TESTS + "GuideTLSTests.swift"],
     "Datagrams": [TESTS + "DatagramTests.swift"],
     # The main queue's `main.swift` needs the process's main thread: the probe runs it
     # (MainQueueTests checks what it prints).

@@ -79,6 +79,8 @@ if [ -n "$TLS" ]; then
         -out "$WORK/cert.pem" -days 1 -subj "/CN=localhost" 2>/dev/null
     TLS_FLAGS=(--tls-cert "$WORK/cert.pem" --tls-key "$WORK/key.pem")
 fi
+# Made before the server starts: the background job may open it after the first sed below.
+: >"$WORK/server.out"
 "$BIN/runloop-httpd" --port 0 --threads "$THREADS" "${TLS_FLAGS[@]}" >"$WORK/server.out" 2>&1 &
 SERVER_PID=$!
 PORT=

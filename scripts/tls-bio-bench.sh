@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 cc -O2 -o "$work/tls-bio-bench" scripts/tls-bio-bench.c $(pkg-config --cflags --libs openssl libevent_core) -pthread
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$work/key.pem" \
     -out "$work/cert.pem" -days 1 -subj "/CN=localhost" 2>/dev/null
-MODES="fd bio evbuffer"
+MODES="fd bio evbuffer recv send"
 if [ -n "${CALLGRIND:-}" ]; then
     for mode in $MODES; do
         valgrind --tool=callgrind --callgrind-out-file=/dev/null "$work/tls-bio-bench" "$mode" "$work/cert.pem" \

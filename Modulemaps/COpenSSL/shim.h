@@ -28,6 +28,12 @@ static inline void rlk_ssl_ctx_set_release_buffers(SSL_CTX *ctx) {
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 }
 
+/// Reads ask for as much as the read buffer holds (a record and its overhead), not a record's
+/// header and then its body.
+static inline void rlk_ssl_ctx_set_read_ahead(SSL_CTX *ctx) {
+    SSL_CTX_set_read_ahead(ctx, 1);
+}
+
 static inline int rlk_ssl_set_tlsext_host_name(SSL *ssl, const char *name) {
     return (int)SSL_set_tlsext_host_name(ssl, name);
 }

@@ -513,4 +513,31 @@ extension EchoServer {
             """, [String(server.port), certificates.caCertificate])
         #expect(output == "100000\n")
     }
+
+    /// A peer that resets the connection after the handshake: the server's read fails with
+    /// `ECONNRESET` (the socket's read through OpenSSL reports the errno as a plaintext read does),
+    /// and what arrived before the reset was delivered.
+    @Test func aResetAfterTheHandshakeClosesWithECONNRESET() throws {
+        let closed = Recorder<LoopError?>()
+        let received = Recorder<Int>()
+        let server = try EchoServer(try certificates.server()) { connection in
+            connection.onRead { _, buffer in received.append(buffer.read(maxLength: buffer.count).count) }
+            connection.recordClosed(in: closed)
+        }
+        defer { server.stop() }
+        _ = try runPython(
+            """
+            import socket, ssl, struct, sys, time
+            context = ssl.create_default_context(cafile=sys.argv[2])
+            raw = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+            s = context.wrap_socket(raw, server_hostname="localhost")
+            s.sendall(b"before the reset")
+            time.sleep(0.2)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()  # no close_notify: an RST
+            """, [String(server.port), certificates.caCertificate])
+        #expect(waitUntil { !closed.events.isEmpty })
+        #expect(closed.events.first??.systemError == ECONNRESET, "\(closed.events)")
+        #expect(received.events.reduce(0, +) == "before the reset".utf8.count)
+    }
 }

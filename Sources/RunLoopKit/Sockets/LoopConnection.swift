@@ -136,6 +136,12 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     private var early: Locked<EarlyCalls>? { extrasSlot.load()?.early }
 
+    /// The TLS engine, for the hooks of the read, write and lifecycle paths: two inlined loads
+    /// (no field of its own: an idle plaintext connection does not pay for it).
+    var tlsEngine: TLSEngine? {
+        @inline(__always) get { extrasSlot.load()?.tls.load() }
+    }
+
     /// The TLS engine's slot (`LoopConnection+TLS.swift`), in the extras.
     var tlsSlot: TLSSlot { TLSSlot(connection: Unmanaged.passUnretained(self)) }
 

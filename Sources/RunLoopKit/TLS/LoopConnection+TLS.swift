@@ -53,9 +53,6 @@ extension LoopConnection {
     /// Any thread.
     public var tlsVersion: String? { tlsSlot.load()?.version }
 
-    /// The connection's TLS engine, if it speaks TLS.
-    var tlsEngine: TLSEngine? { tlsSlot.load() }
-
     // MARK: Connecting
 
     /// Connects to `address` and completes a TLS handshake as `tls` says; `completion` runs on
@@ -149,6 +146,7 @@ extension LoopConnection {
             completion(.failure(error))
             return
         }
+        engine.session.socket = fileDescriptor
         _ = tlsSlot.storeIfNil(engine)
         engine.completion = completion
         // Until the handshake is done, a close for any reason (reset, end of stream, timeout,
@@ -171,7 +169,10 @@ extension LoopConnection {
                         "the TLS handshake with \(remoteAddress) did not finish within \(handshakeTimeout)",
                         systemError: ETIMEDOUT)))
         }
-        if !context.isServer { _ = advanceHandshake(engine) }
+        if !context.isServer {
+            prepareToSend(engine)
+            _ = advanceHandshake(engine)
+        }
     }
 
     /// One step of the handshake with the ciphertext read so far; true once it has succeeded and
@@ -210,48 +211,48 @@ extension LoopConnection {
 
     // MARK: Reading (loop thread; in place of the plaintext read)
 
-    /// Reads ciphertext (the plaintext read's budget per wake-up, while the input is below its
-    /// limit), takes the handshake on with it, then decrypts into the input buffer and delivers.
-    /// The peer's close_notify, or its end of stream, ends the input as a plaintext end of stream
+    /// Lets the session receive the plaintext read's budget per wake-up (while the input is below
+    /// its limit), takes the handshake on, then decrypts into the input buffer and delivers. The
+    /// peer's close_notify, or its end of stream, ends the input as a plaintext end of stream
     /// does; during the handshake either fails it.
     func readTLSInput(_ engine: TLSEngine) {
         guard !delivering else {
             readableWhileDelivering = true
             return
         }
-        let limit = currentInputLimit
-        var budget = LoopConnection.readsPerWakeUp * LoopConnection.readChunk
-        var ended = false
-        var received = 0
-        reading: while budget > 0 && input.count < limit {
-            let asked = min(budget, LoopConnection.readChunk)
-            switch engine.session.cipherIn.read(from: fileDescriptor, maxLength: asked) {
-            case .success(0):
-                ended = true
-                break reading
-            case .success(let count):
-                received += count
-                budget -= count
-                if count < asked { break reading }
-            case .failure(let failure):
-                if failure == .wouldBlock { break reading }
-                fail("read from \(remoteAddress)", failure)
-                return
-            }
-        }
-        if received > 0 { lastActivity = LoopConnection.coarseNow }
+        let session = engine.session
+        let allowance =
+            input.count < currentInputLimit ? LoopConnection.readsPerWakeUp * LoopConnection.readChunk : 0
+        session.io.allowance = allowance
+        session.io.received = 0
+        session.io.drained = false
+        session.io.ended = false
+        session.io.receiveFailure = nil
+        prepareToSend(engine)
         if engine.isHandshaking {
             guard advanceHandshake(engine) else {
-                if ended && !isClosed {
+                session.io.allowance = 0
+                guard !isClosed else { return }
+                if let failure = session.io.receiveFailure {
+                    fail("read from \(remoteAddress)", failure)
+                } else if session.io.ended {
                     handshakeFailed(engine, "the peer closed the connection during the handshake")
                 }
                 return
             }
         }
-        let (count, stop) = input.withUnique { engine.session.decrypt(into: $0) }
+        prepareToSend(engine)
+        let (count, stop) = input.withUnique { session.decrypt(into: $0) }
+        // Outside of this call the session never touches the socket.
+        session.io.allowance = 0
+        if session.io.received > 0 { lastActivity = LoopConnection.coarseNow }
         // Reading may have made records too (TLS 1.3 key updates, alerts).
         queueTLSRecords(engine)
         guard !isClosed else { return }
+        if let failure = session.io.receiveFailure {
+            fail("read from \(remoteAddress)", failure)
+            return
+        }
         if case .failed(let reason) = stop {
             apply(.failed(LoopError("TLS with \(remoteAddress) failed: \(reason)")))
             return
@@ -260,7 +261,7 @@ extension LoopConnection {
         guard !isClosed else { return }
         if case .closeNotify = stop {
             peerDidClose()
-        } else if ended {
+        } else if session.io.ended {
             peerDidClose()
         }
     }
@@ -270,6 +271,7 @@ extension LoopConnection {
     /// Encrypts `bytes` and queues the records.
     func queueTLSOutput(_ bytes: UnsafeRawBufferPointer, _ engine: TLSEngine) {
         guard acceptsOutput, bytes.count > 0, !engine.isHandshaking else { return }
+        prepareToSend(engine)
         if let reason = engine.session.encrypt(bytes) {
             apply(.failed(LoopError("TLS with \(remoteAddress) failed: \(reason)")))
             return
@@ -280,6 +282,7 @@ extension LoopConnection {
     /// Encrypts the bytes of `buffer`, block by block, leaving it empty, and queues the records.
     func queueTLSOutput(_ buffer: EventBuffer, _ engine: TLSEngine) {
         guard acceptsOutput, buffer.count > 0, !engine.isHandshaking else { return }
+        prepareToSend(engine)
         while buffer.count > 0 {
             let (length, failure) = buffer.withFirstBlock { ($0.count, engine.session.encrypt($0)) }
             if let failure {
@@ -291,10 +294,32 @@ extension LoopConnection {
         queueTLSRecords(engine)
     }
 
-    /// Moves what the session wrote to the output queue (or the socket, if nothing waits there).
+    /// Before a session call that may make records: they may go to the socket at once only while
+    /// nothing is queued for it (and only until `queueTLSRecords` takes them).
+    private func prepareToSend(_ engine: TLSEngine) {
+        engine.session.io.sendsAtOnce = queuedBytes == 0 && !isClosed
+        engine.session.io.sent = 0
+    }
+
+    /// After a session call: a failed send fails the connection; what the socket did not take goes
+    /// to the output queue (sent first if nothing waits there); what it took counts as activity
+    /// and as a change of the output, as a plaintext send does.
     private func queueTLSRecords(_ engine: TLSEngine) {
-        guard engine.session.cipherOut.count > 0 else { return }
-        queueOutput(engine.session.cipherOut)
+        let session = engine.session
+        session.io.sendsAtOnce = false
+        if let failure = session.io.sendFailure {
+            session.io.sendFailure = nil
+            fail("send to \(remoteAddress)", failure)
+            return
+        }
+        let sent = session.io.sent
+        session.io.sent = 0
+        if sent > 0 { lastActivity = LoopConnection.coarseNow }
+        if session.cipherOut.count > 0 {
+            queueOutput(session.cipherOut)
+        } else if sent > 0 {
+            outputDidChange()
+        }
     }
 
     // MARK: Closing (loop thread; before the lifecycle changes)
@@ -308,6 +333,7 @@ extension LoopConnection {
         case .peerEnded where !halfClosureSetting.load(ordering: .relaxed): break
         default: return
         }
+        prepareToSend(engine)
         engine.session.closeNotify()
         queueTLSRecords(engine)
     }

@@ -3,24 +3,31 @@ import Synchronization
 /// One connection's TLS: OpenSSL's session between the socket's ciphertext and the connection's
 /// plaintext, the handshake's state, and the facts the handshake settled.
 ///
-/// Ciphertext in: the connection reads the socket into `cipherIn` (readv into libevent's buffer),
-/// and OpenSSL decrypts from it straight into the connection's input buffer. Ciphertext out:
-/// OpenSSL's records land in `cipherOut`, whose blocks move to the connection's output queue
-/// without a copy (or go to the socket at once), so watermarks, backpressure and flushing work on
-/// the bytes the socket takes, as for plaintext. The session never touches the descriptor: the
-/// connection's reads and writes, EINTR rule and SIGPIPE-free sends stay the only ones.
+/// Ciphertext in: OpenSSL reads through the session's own BIO, whose read is a `recv` from the
+/// connection's socket straight into OpenSSL's read buffer (read-ahead on: a `recv` fills the
+/// buffer, a record and more, rather than reading a header and then a body), within the plaintext
+/// read's budget and input limit; OpenSSL decrypts into the connection's input buffer. Ciphertext out: the BIO sends each record at once
+/// while nothing is queued for the socket, and keeps what the socket does not take, in order, in
+/// `cipherOut`, whose blocks move to the connection's output queue without a copy; so watermarks,
+/// backpressure and flushing work on the bytes the socket takes, as for plaintext. The BIO touches
+/// the socket only inside the calls the connection prepares (`io`), with its EINTR rule and
+/// SIGPIPE-free sends; an end of stream or a failure is recorded for the connection to report.
 ///
-/// Why buffers rather than OpenSSL on the socket (`SSL_set_fd`): measured with
-/// scripts/tls-bio-bench.sh (1 GiB, or 64 MiB under callgrind, one way over loopback TCP, TLS 1.3,
-/// AES-256-GCM, 16 KiB writes), OpenSSL on the socket costs 8.34 instructions a byte, over
-/// libevent's buffers (this engine's BIO) 10.00, over OpenSSL's own memory BIOs 14.41
-/// (`CALLGRIND=1 MEBIBYTES=64 scripts/tls-bio-bench.sh`); timed, 7 alternating runs of 512 MiB on
-/// the shared 2-core machine (load 8-10) gave medians of 0.285, 0.206 and 0.293 GB/s, spreads
-/// 0.25-0.41, 0.16-0.25 and 0.25-0.36 (`ROUNDS=7 MEBIBYTES=512 scripts/tls-bio-bench.sh`). The
-/// socket is 17% fewer instructions (two copies fewer: the ciphertext into and out of the
-/// buffers), but OpenSSL's socket BIO writes with `write` (SIGPIPE when the peer has gone) and a
-/// write it could not finish must be repeated with the same bytes, outside the connection's queue,
-/// watermarks and writev: so the buffers stay, and the two copies are their price.
+/// Why this BIO rather than OpenSSL's socket BIO (`SSL_set_fd`): the same copies (the kernel's
+/// only) for fewer instructions, and the connection's model intact. OpenSSL's socket BIO writes
+/// with `write` (SIGPIPE when the peer has gone), a write it could not finish must be repeated
+/// with the same bytes outside the connection's queue, watermarks and `writev`, and reads would
+/// bypass the read budget and the input limit. Measured with scripts/tls-bio-bench.sh (one way
+/// over loopback TCP, TLS 1.3, AES-256-GCM, 16 KiB writes), instructions per byte under callgrind
+/// (`CALLGRIND=1 MEBIBYTES=64 scripts/tls-bio-bench.sh`): `SSL_set_fd` 8.34; this BIO (`send`)
+/// 8.29; receiving straight into OpenSSL but writing records to an evbuffer (`recv`) 9.35; a BIO
+/// over libevent's evbuffers both ways 10.03; OpenSSL's memory BIOs 14.43. The difference is the
+/// copies through the buffers, which callgrind counts a byte an instruction (`rep movsb`).
+/// runloop-httpd over HTTPS (`scripts/callgrind-httpd.sh BINARY https`): 26,745 instructions per
+/// request over evbuffers, 24,261 with this BIO. Timed (`ROUNDS=5 MEBIBYTES=256 scripts/tls-bio-bench.sh`, 2 cores shared, load 6-8),
+/// medians 0.427 GB/s for `SSL_set_fd` (runs 0.18-0.47), 0.235 for this BIO (0.12-0.71), 0.231
+/// over evbuffers (0.12-0.31): the spreads overlap, and the bench's `SSL_set_fd` blocks in `read`
+/// where the BIOs wait in `poll` after EAGAIN, as a loop waits in epoll.
 ///
 /// Loop thread only, except the facts (`negotiatedProtocol`, `peerCertificateSubject`), which
 /// any thread reads once the handshake is done.
