@@ -59,10 +59,7 @@ extension Loop {
         notify(.entry, in: mode)
         var result: RunResult?
         while result == nil {
-            // Writes gathered in a pass go out when it ends (`LoopConnection+Flush.swift`).
-            result = gatheringWrites {
-                runOnce(mode, frame: frame, deadline: deadline, backend: backend, returnAfterSourceHandled)
-            }
+            result = runOnce(mode, frame: frame, deadline: deadline, backend: backend, returnAfterSourceHandled)
         }
 
         // 3. exit, and restore the outer run's mode.
@@ -140,11 +137,9 @@ extension Loop {
         return events
     }
 
-    /// Sends the writes gathered so far in the pass, collects what other threads posted (reading
-    /// away a wake-up written only to announce it), then says whether nothing keeps the loop from
-    /// sleeping.
+    /// Collects what other threads posted (reading away a wake-up written only to announce it),
+    /// then says whether nothing keeps the loop from sleeping.
     private func readyToSleep(in mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
-        flushGatheredWrites()
         inbox.prepareToSleep(into: onThread.pendingBlocks)
         return !hasWorkBeforeSleeping(mode, frame, deadline)
     }
