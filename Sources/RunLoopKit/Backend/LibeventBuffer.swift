@@ -30,6 +30,19 @@ final class EventBuffer {
         precondition(code == 0, "RunLoopKit: evbuffer_add failed (out of memory)")
     }
 
+    /// Adds `bytes` as a block of their own, not copied: `owner`, which keeps them alive and
+    /// unchanged, is retained until the buffer lets go of the block (sent or dropped).
+    func appendReference(_ bytes: UnsafeRawBufferPointer, owner: AnyObject) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        let context = Unmanaged.passRetained(owner).toOpaque()
+        let code = evbuffer_add_reference(
+            raw, base, bytes.count,
+            { _, _, context in
+                Unmanaged<AnyObject>.fromOpaque(context!).release()
+            }, context)
+        precondition(code == 0, "RunLoopKit: evbuffer_add_reference failed (out of memory)")
+    }
+
     /// Moves every block of `other` to the end of this buffer, leaving `other` empty: no copy.
     func moveAll(from other: EventBuffer) {
         let code = evbuffer_add_buffer(raw, other.raw)

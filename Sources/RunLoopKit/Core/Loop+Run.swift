@@ -59,7 +59,10 @@ extension Loop {
         notify(.entry, in: mode)
         var result: RunResult?
         while result == nil {
-            result = runOnce(mode, frame: frame, deadline: deadline, backend: backend, returnAfterSourceHandled)
+            // Writes gathered in a pass go out when it ends (`LoopConnection+Flush.swift`).
+            result = gatheringWrites {
+                runOnce(mode, frame: frame, deadline: deadline, backend: backend, returnAfterSourceHandled)
+            }
         }
 
         // 3. exit, and restore the outer run's mode.
@@ -137,9 +140,11 @@ extension Loop {
         return events
     }
 
-    /// Collects what other threads posted (reading away a wake-up written only to announce it),
-    /// then says whether nothing keeps the loop from sleeping.
+    /// Sends the writes gathered so far in the pass, collects what other threads posted (reading
+    /// away a wake-up written only to announce it), then says whether nothing keeps the loop from
+    /// sleeping.
     private func readyToSleep(in mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
+        flushGatheredWrites()
         inbox.prepareToSleep(into: onThread.pendingBlocks)
         return !hasWorkBeforeSleeping(mode, frame, deadline)
     }

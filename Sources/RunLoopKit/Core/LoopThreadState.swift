@@ -28,6 +28,8 @@ struct LoopThreadState {
     var drainingMainQueue = false
     /// Where the loop's connections read first (see `Loop.readScratch`); made at the first read.
     var readScratch: ReadScratch?
+    /// The running pass's writes that wait for its end (see `LoopConnection+Flush.swift`).
+    var gatheredWrites = GatheredWrites()
 
     /// The state of the loop `link` is for: its block buffers belong to that loop's thread.
     init(link: LoopLink) {

@@ -22,9 +22,15 @@ struct ConnectionOutput: ~Copyable {
     /// cancellation sets, by which a cancellation finds its own call.
     private var waitingWriters: [(flag: CancellationFlag, continuation: CheckedContinuation<Void, any Error>)] = []
     /// Whether the queue is below the high watermark: false from when it reaches the high
-    /// watermark until it falls to the low one. The loop thread alone writes it. Last, so that the
-    /// connection's flags that follow fill the rest of its word.
+    /// watermark until it falls to the low one. The loop thread alone writes it.
     let belowHighWatermark = Atomic<Bool>(true)
+    /// The connection is on its loop's list of gathered writes, to be flushed when the pass ends
+    /// (`LoopConnection+Flush.swift`).
+    var awaitsPassFlush = false
+    /// The number of the loop's pass in which a write last went to the socket at once (0: none).
+    /// This and the flags before it fill the word after the queue's fields, with room for the
+    /// connection's flags that follow: a byte and two add nothing to an idle connection.
+    var directSendPass: UInt16 = 0
 
     /// The bytes queued now.
     var count: Int { queue?.count ?? 0 }
@@ -37,6 +43,13 @@ struct ConnectionOutput: ~Copyable {
     /// Copies `bytes` to the end of the queue.
     mutating func append(_ bytes: UnsafeRawBufferPointer) {
         buffer().append(bytes)
+    }
+
+    /// Queues the bytes of `array` from `start` on by reference: no copy; the array is kept until
+    /// they are sent or dropped.
+    mutating func append(_ array: [UInt8], from start: Int) {
+        let owner = QueuedArray(array)
+        array.withUnsafeBytes { buffer().appendReference(UnsafeRawBufferPointer(rebasing: $0[start...]), owner: owner) }
     }
 
     /// Moves the bytes of `other` to the end of the queue, leaving `other` empty: no copy.
@@ -109,4 +122,11 @@ struct ConnectionOutput: ~Copyable {
         waitingWriters.removeAll()
         for writer in writers { writer.continuation.resume(throwing: error) }
     }
+}
+
+/// An array whose bytes a connection's queue holds by reference: its storage (a native array's,
+/// which does not move while referenced) stays alive and unchanged while the box does.
+private final class QueuedArray {
+    let array: [UInt8]
+    init(_ array: [UInt8]) { self.array = array }
 }

@@ -183,8 +183,9 @@ extension LoopConnection {
     /// await writes from an `async` function or a `Task`, or queue them with `enqueue(_:)`.
     public func write(_ bytes: [UInt8]) async throws {
         try await awaitWrite { connection in
-            // The array crosses to the loop as it is; its bytes are copied there, once.
-            bytes.withUnsafeBytes { connection.queueOutput($0) }
+            // The array crosses to the loop as it is; what the socket does not take at once is
+            // copied there, or (a large rest) queued by reference to the array.
+            connection.queueOutput(bytes)
         }
     }
 

@@ -193,43 +193,81 @@ extension LoopConnection {
     /// The bytes queued and not sent yet.
     var queuedBytes: Int { output.count }
 
-    /// Sends `bytes` at once if nothing is queued, and queues the rest.
+    /// The least of an array's bytes the queue holds by reference rather than copies: below it a
+    /// copy costs less than the block and the box that keep the array.
+    static let referencedRestMinimum = 4 * 1024
+
+    /// Sends `bytes` at once if nothing is queued and the connection has not sent yet in this pass
+    /// of its loop, and queues a copy of the rest (`LoopConnection+Flush.swift`).
     func queueOutput(_ bytes: UnsafeRawBufferPointer) {
+        queueOutput(bytes, of: { nil })
+    }
+
+    /// `queueOutput` of the bytes of `array`; a large rest is queued by reference, not copied. A
+    /// bulk writer's 64 KiB writes, copied, cost a fresh block each, which malloc returned to the
+    /// kernel when it was freed (an madvise per write).
+    func queueOutput(_ array: [UInt8]) {
+        array.withUnsafeBytes { queueOutput($0, of: { array }) }
+    }
+
+    /// `bytes`: the bytes to write; `array`: the array they are the whole of, if they are, asked
+    /// for only when a large rest is to be queued (a write the socket takes whole, the usual
+    /// case, pays no dynamic cast for it).
+    func queueOutput(_ bytes: UnsafeRawBufferPointer, of array: () -> [UInt8]?) {
         assertOnLoopThread()
         if let tls = tlsEngine { return queueTLSOutput(bytes, tls) }
         guard acceptsOutput, bytes.count > 0 else { return }
-        var rest = bytes
-        if queuedBytes == 0 && !isConnecting {
-            guard let sent = sentCount(Platform.send(fileDescriptor, bytes)) else { return }
-            rest = UnsafeRawBufferPointer(rebasing: bytes[sent...])
+        var sent = 0
+        let route = writeRoute()
+        if route == .send {
+            guard let count = sentCount(Platform.send(fileDescriptor, bytes)) else { return }
+            sent = count
         }
-        if rest.count > 0 { output.append(rest) }
+        if sent < bytes.count {
+            if bytes.count - sent >= LoopConnection.referencedRestMinimum, let array = array() {
+                output.append(array, from: sent)
+            } else {
+                output.append(UnsafeRawBufferPointer(rebasing: bytes[sent...]))
+            }
+            didQueue(route)
+        }
         outputDidChange()
     }
 
     /// Moves the bytes of `buffer` to the output, sending first what the socket takes if nothing
-    /// is queued.
+    /// is queued and the connection has not sent yet in this pass of its loop.
     func queueOutput(_ buffer: EventBuffer) {
         assertOnLoopThread()
         // TLS: plaintext is encrypted first; the engine's records come back here as they are.
         if let tls = tlsEngine, buffer !== tls.session.cipherOut { return queueTLSOutput(buffer, tls) }
         guard acceptsOutput, buffer.count > 0 else { return }
-        if queuedBytes == 0 && !isConnecting {
+        let route = writeRoute()
+        if route == .send {
             guard sentCount(buffer.send(to: fileDescriptor)) != nil else { return }
         }
-        if buffer.count > 0 { output.moveAll(from: buffer) }
+        if buffer.count > 0 {
+            output.moveAll(from: buffer)
+            didQueue(route)
+        }
         outputDidChange()
     }
 
     /// Sends queued output until the socket takes no more.
     func flush() {
         assertOnLoopThread()
-        while queuedBytes > 0 {
-            guard let sent = sentCount(output.send(to: fileDescriptor)) else { return }
-            if sent == 0 { break }
-        }
+        guard sendQueued() else { return }
         output.releaseIfEmpty()
         outputDidChange()
+    }
+
+    /// Sends queued output until the socket takes no more (one `writev` a call). False if a
+    /// failure closed the connection.
+    func sendQueued() -> Bool {
+        while queuedBytes > 0 {
+            guard let sent = sentCount(output.send(to: fileDescriptor)) else { return false }
+            if sent == 0 { break }
+        }
+        return true
     }
 
     /// What a send gave, the same for every write path: the count sent (0 when the socket takes
@@ -288,7 +326,8 @@ extension LoopConnection {
                 // Paused or stalled: no reads, but a reset or the peer's end of stream is seen.
                 wanted.insert(.hangUp)
             }
-            if queuedBytes > 0 { wanted.insert(.writable) }
+            // Gathered output waits for the end of the pass, not for the socket.
+            if queuedBytes > 0 && !output.awaitsPassFlush { wanted.insert(.writable) }
         }
         guard wanted != watched else { return }
         watched = wanted

@@ -11,12 +11,14 @@ import Synchronization
 /// and in the modes given to `connect`. While no running mode holds it, nothing is lost: input
 /// waits in the kernel, output stays queued.
 ///
-/// Writing: a write tries the socket at once when nothing is queued, and queues what the socket
-/// did not take; the queue is flushed with `writev` when the socket becomes writable (watched only
-/// while output is queued). When the queue reaches the high watermark `isWritable` turns false;
-/// once it falls to the low one the connection reports `.writable`. Writes never raise SIGPIPE;
-/// a write to a connection that is closing or closed is dropped (the connection reports, or has
-/// reported, `closed`).
+/// Writing: the connection's first write in a pass of its loop tries the socket at once when
+/// nothing is queued; the writes after it in the same pass are gathered and sent together, with
+/// one `writev`, when the pass ends (or before the loop sleeps, or once 256 KiB are gathered).
+/// What the socket did not take is queued and flushed with `writev` when the socket becomes
+/// writable (watched only while output is queued). When the queue reaches the high watermark
+/// `isWritable` turns false; once it falls to the low one the connection reports `.writable`.
+/// Writes never raise SIGPIPE; a write to a connection that is closing or closed is dropped (the
+/// connection reports, or has reported, `closed`).
 ///
 /// Reading: bytes go to the input buffer, and `onRead` gets everything not consumed yet. Bytes
 /// that arrive before `onRead` is set are kept and delivered when it is. With `isReadingPaused`,
@@ -446,8 +448,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     // MARK: Writing
 
     /// Queues a copy of `bytes` for sending (sending at once what the socket takes, when nothing
-    /// is queued before them), without waiting: the spelling for synchronous code, handlers
-    /// included. In `async` code, `try await write(_:)` waits below the high watermark instead.
+    /// is queued before them and this is the connection's first write of the loop's pass),
+    /// without waiting: the spelling for synchronous code, handlers included. In `async` code,
+    /// `try await write(_:)` waits below the high watermark instead.
     ///
     /// Any thread; writes from one thread go out in the order they were made.
     ///
@@ -463,15 +466,21 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     }
 
     /// Queues a copy of `bytes` for sending (sending at once what the socket takes, when nothing
-    /// is queued before them), without waiting: the queue-only `write(_:)`, callable from any
-    /// context, `async` code and top-level code included.
+    /// is queued before them and this is the connection's first write of the loop's pass),
+    /// without waiting: the queue-only `write(_:)`, callable from any context, `async` code and
+    /// top-level code included.
     ///
     /// Any thread; writes from one thread go out in the order they were made.
     public func enqueue(_ bytes: some Collection<UInt8>) {
         if isOnLoopThread {
-            if bytes.withContiguousStorageIfAvailable({ queueOutput(UnsafeRawBufferPointer($0)) }) == nil {
-                Array(bytes).withUnsafeBytes { queueOutput($0) }
+            // An array's large rest is queued by reference to the array, not copied.
+            let queued: Void? = bytes.withContiguousStorageIfAvailable {
+                queueOutput(UnsafeRawBufferPointer($0), of: { bytes as? [UInt8] })
             }
+            if queued == nil { Array(bytes).withUnsafeBytes { queueOutput($0) } }
+        } else if let array = bytes as? [UInt8] {
+            // The array itself crosses to the loop: its bytes are not copied to a buffer.
+            onLoop { $0.queueOutput(array) }
         } else {
             var buffer = LoopBuffer(bytes)
             write(&buffer)
