@@ -287,6 +287,62 @@ import Testing
         receiver.invalidate()
     }
 
+    /// IPv6 multicast on loopback: joined on ::1 (the interface found by its address), sent out of
+    /// it with no hop allowed. Linux's loopback interface has no IPv6 multicast route, so there
+    /// the sending half is skipped with the kernel's answer; joining and leaving are checked.
+    @Test func ipv6MulticastOnLoopback() async throws { try await onOwnLoopThread(ipv6Multicast) }
+
+    private func ipv6Multicast() async throws {
+        let thread = LoopThread(name: "datagram-multicast6")
+        defer { thread.stop() }
+        let group = try SocketAddress(ipv6: "ff12::7129", port: 0)
+        let loopback = try SocketAddress(ipv6: "::1", port: 0)
+        let receiver = try LoopDatagramSocket(bindingTo: SocketAddress(ipv6: "::", port: 0), reuseAddress: true)
+        defer { receiver.invalidate() }
+        try receiver.joinMulticastGroup(group, onInterface: loopback)
+        // An interface is named by an address it has: one no interface has is a clear error.
+        let unknown = try SocketAddress(ipv6: "2001:db8::7129", port: 0)
+        let error = #expect(throws: LoopError.self) { try receiver.joinMulticastGroup(group, onInterface: unknown) }
+        #expect(error?.systemError == EADDRNOTAVAIL)
+        // The sender's side takes the same interface.
+        let sender = try LoopDatagramSocket(bindingTo: SocketAddress(ipv6: "::1", port: 0))
+        defer { sender.invalidate() }
+        try sender.setMulticastSending(interface: loopback, timeToLive: 0, loopback: true)
+
+        thread.loop.add(receiver, forMode: .default)
+        let watchdog = invalidate(receiver, on: thread.loop)
+        defer { watchdog.cancel() }
+        let port = try #require(receiver.localAddress.port)
+        let sent = try runPython(
+            """
+            import errno, socket, sys
+            lo = socket.if_nametoindex("lo")
+            s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, lo)
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 0)
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 1)
+            try:
+                s.sendto(b"to the group", ("ff12::7129", int(sys.argv[1]), 0, lo))
+                print("sent")
+            except OSError as e:
+                print(errno.errorcode.get(e.errno, e.errno))
+            """, ["\(port)"]
+        ).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard sent == "sent" else {
+            try receiver.leaveMulticastGroup(group, onInterface: loopback)
+            try Test.cancel(
+                "the kernel cannot send IPv6 multicast on the loopback interface (\(sent)); joined and left")
+        }
+        let (bytes, _) = try await receiver.receive()
+        #expect(bytes == Array("to the group".utf8))
+        thread.loop.add(sender, forMode: .default)
+        try await sender.send(Array("from the loop".utf8), to: SocketAddress(ipv6: "ff12::7129", port: port))
+        let (again, from) = try await receiver.receive()
+        #expect(again == Array("from the loop".utf8))
+        #expect(from == sender.localAddress)
+        try receiver.leaveMulticastGroup(group, onInterface: loopback)
+    }
+
     /// A socket whose caller kept no reference goes on receiving and sending while it is in a
     /// mode; once it invalidates itself it is released.
     @Test func aDroppedSocketKeepsWorkingInItsMode() throws {
