@@ -4,15 +4,14 @@ import Synchronization
 /// awaited writes waiting for the queue to fall below the high one.
 ///
 /// Owned by `LoopConnection`, which reaches it on the loop's thread only, through an accessor that
-/// checks the thread in debug builds (`LoopConnection.output`). The two atomics are the exception:
-/// any thread reads them (`outputBufferedBytes`, `isWritable`), in place: the type is noncopyable,
-/// so reading them never copies the loop thread's fields. What the queue's state asks of the
-/// connection (report `writable`, send the end of stream, close) is decided by the connection and
-/// its lifecycle, not here.
+/// checks the thread in debug builds (`LoopConnection.output`). What other threads see of it (the
+/// count queued and whether it is below the high watermark) it writes to two atomics the
+/// connection keeps apart from it, as `let`s: a read from another thread while the loop thread
+/// changes the output would otherwise be an access to one stored property from two threads at
+/// once, which Swift does not allow even for atomics inside it (ThreadSanitizer reports a Swift
+/// access race). What the queue's state asks of the connection (report `writable`, send the end of
+/// stream, close) is decided by the connection and its lifecycle, not here.
 struct ConnectionOutput: ~Copyable {
-    /// The bytes queued, as last recorded by `updateWatermarks()`, for any thread.
-    let queuedCount = Atomic<Int>(0)
-
     /// What the socket has not taken yet; nil while nothing waits, which is the usual case (a
     /// write goes to the socket at once), so that an idle connection holds no output buffer.
     private var queue: EventBuffer?
@@ -21,9 +20,6 @@ struct ConnectionOutput: ~Copyable {
     /// Awaited `write(_:)` calls waiting below the high watermark, each with the flag its task's
     /// cancellation sets, by which a cancellation finds its own call.
     private var waitingWriters: [(flag: CancellationFlag, continuation: CheckedContinuation<Void, any Error>)] = []
-    /// Whether the queue is below the high watermark: false from when it reaches the high
-    /// watermark until it falls to the low one. The loop thread alone writes it.
-    let belowHighWatermark = Atomic<Bool>(true)
     /// The connection is on its loop's list of gathered writes, to be flushed when the pass ends
     /// (`LoopConnection+Flush.swift`).
     var awaitsPassFlush = false
@@ -34,9 +30,6 @@ struct ConnectionOutput: ~Copyable {
 
     /// The bytes queued now.
     var count: Int { queue?.count ?? 0 }
-
-    /// Whether the queue reached the high watermark and has not fallen to the low one since.
-    var isAboveHighWatermark: Bool { !belowHighWatermark.load(ordering: .relaxed) }
 
     // MARK: The queue
 
@@ -79,22 +72,25 @@ struct ConnectionOutput: ~Copyable {
 
     // MARK: Watermarks
 
-    /// Records `queued` (the count now) for other threads and moves across the watermarks: at the
-    /// high one the queue stops being writable; at the low one, after the high, it is writable
-    /// again and the waiting writers go on. Returns true then: the connection reports `writable`.
+    /// Records `queued` (the count now) in `count` for other threads and moves across the
+    /// watermarks, recorded in `below`: at the high one the queue stops being writable; at the
+    /// low one, after the high, it is writable again and the waiting writers go on. Returns true
+    /// then: the connection reports `writable`.
     @inline(__always)
-    mutating func updateWatermarks(queued: Int) -> Bool {
-        queuedCount.store(queued, ordering: .releasing)
+    mutating func updateWatermarks(
+        queued: Int, count: borrowing Atomic<Int>, below: borrowing Atomic<Bool>
+    ) -> Bool {
+        count.store(queued, ordering: .releasing)
         let (low, high) = watermarks
-        if isAboveHighWatermark {
+        if !below.load(ordering: .relaxed) {
             guard queued <= low else { return false }
-            belowHighWatermark.store(true, ordering: .releasing)
+            below.store(true, ordering: .releasing)
             let writers = waitingWriters
             waitingWriters.removeAll()
             for writer in writers { writer.continuation.resume() }
             return true
         }
-        if queued >= high && high > 0 { belowHighWatermark.store(false, ordering: .releasing) }
+        if queued >= high && high > 0 { below.store(false, ordering: .releasing) }
         return false
     }
 
@@ -114,10 +110,11 @@ struct ConnectionOutput: ~Copyable {
         waitingWriters.remove(at: index).continuation.resume(throwing: CancellationError())
     }
 
-    /// The connection closed: the queue is dropped and the waiting writers throw `error`.
-    mutating func close(failingWritersWith error: LoopError) {
+    /// The connection closed: the queue is dropped (`count` says so) and the waiting writers throw
+    /// `error`.
+    mutating func close(failingWritersWith error: LoopError, count: borrowing Atomic<Int>) {
         queue = nil
-        queuedCount.store(0, ordering: .releasing)
+        count.store(0, ordering: .releasing)
         let writers = waitingWriters
         waitingWriters.removeAll()
         for writer in writers { writer.continuation.resume(throwing: error) }

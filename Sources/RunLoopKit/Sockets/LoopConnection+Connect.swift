@@ -268,7 +268,7 @@ extension LoopConnection {
         enqueue(self)
         if isClosed {
             continuation.resume(throwing: closedError ?? closedLocallyError)
-        } else if output.isAboveHighWatermark {
+        } else if !belowHighWatermark.load(ordering: .relaxed) {
             output.waitBelowHighWatermark(flag, continuation)
         } else {
             continuation.resume()

@@ -292,7 +292,7 @@ extension LoopConnection {
         assertOnLoopThread()
         guard !isClosed else { return }
         var queued = queuedBytes
-        if output.updateWatermarks(queued: queued) {
+        if output.updateWatermarks(queued: queued, count: queuedCount, below: belowHighWatermark) {
             emit(.writable)
             guard !isClosed else { return }
             // The handler may have queued more, then asked for the end of stream (or closed),

@@ -253,7 +253,7 @@ extension LoopConnection {
             for read in pendingReads { read.continuation.resume(returning: []) }
             pendingReads.removeAll()
         }
-        output.close(failingWritersWith: ended)
+        output.close(failingWritersWith: ended, count: queuedCount)
         let completion = connectCompletion
         connectCompletion = nil
         let handler = eventHandler

@@ -184,10 +184,16 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var input = LoopBuffer()
     @exclusivity(unchecked) var readHandler: ((LoopConnection, inout LoopBuffer) -> Void)?
     @exclusivity(unchecked) var eventHandler: ((LoopConnection, Event) -> Void)?
+    /// The bytes queued, as the output last recorded them (`outputBufferedBytes`): written by the
+    /// loop's thread, read by any.
+    let queuedCount = Atomic<Int>(0)
     /// The output queue, the watermarks and the writers waiting below them; reached through
-    /// `output` (loop thread), except its two atomics (any thread). Before a flag, which fills the
-    /// end of its last word.
+    /// `output` (loop thread).
     @exclusivity(unchecked) private var outputState = ConnectionOutput()
+    /// Whether the output is below the high watermark (`isWritable`): false from when it reaches
+    /// the high watermark until it falls to the low one. Written by the loop's thread, read by
+    /// any. With the flags after it, it fills the end of the output's last word.
+    let belowHighWatermark = Atomic<Bool>(true)
     /// `readClosed` was reported: at the end of stream read, or noticed while not reading.
     @exclusivity(unchecked) var endOfStreamReported = false
     /// Whether a handler was told of the close.
@@ -505,7 +511,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Output queued and not sent yet, in bytes.
     ///
     /// Any thread; the answer may be stale by the time it is read.
-    public var outputBufferedBytes: Int { outputState.queuedCount.load(ordering: .acquiring) }
+    public var outputBufferedBytes: Int { queuedCount.load(ordering: .acquiring) }
 
     /// When `isWritable` turns false (`high`) and when `.writable` is reported (`low`); by default
     /// `defaultWriteWatermarks`.
@@ -537,7 +543,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// Whether the queued output is below the high watermark.
     ///
     /// Any thread.
-    public var isWritable: Bool { outputState.belowHighWatermark.load(ordering: .acquiring) }
+    public var isWritable: Bool { belowHighWatermark.load(ordering: .acquiring) }
 
     // MARK: Reading
 
