@@ -271,4 +271,52 @@ private func runWithOneTimer(_ loop: Loop) -> Loop.RunResult {
         #expect(second == .finished)
         #expect(calls.events == ["entry", "beforeTimers", "beforeSources", "exit", "removed"])
     }
+
+    /// Observers of several orders, added interleaved, some removed (one order emptied entirely,
+    /// then used again), a common one joining a mode that becomes common later: each pass calls
+    /// them by order, then by when they joined the mode.
+    @Test func mixedOrdersThroughRemovalsAndReAddsKeepTheirOrder() {
+        let calls = Recorder<String>()
+        let late = Loop.Mode("late")
+        let (firstPass, secondPass, latePass) = onFreshThread {
+            let loop = Loop.current
+            let keepAlive = LoopSource {}
+            loop.add(keepAlive, forMode: .common)
+            loop.add(keepAlive, forMode: late)
+            func observer(_ name: String, order: Int) -> LoopObserver {
+                LoopObserver(activities: .entry, order: order) { _, _ in calls.append(name) }
+            }
+            let orders = [3, -2, 0, 3, 0, -2, 7, 0]
+            let observers = orders.enumerated().map { index, order in observer("\(order)/\(index)", order: order) }
+            // A common observer, added before the others.
+            let common = observer("0/common", order: 0)
+            loop.add(common, forMode: .common)
+            for observer in observers { loop.add(observer, forMode: .default) }
+            loop.run(mode: .default, for: .zero)
+            let firstPass = calls.events
+            // Every order-7 and order-(-2) observer leaves, and the first of order 0; order 7
+            // comes back with a new observer.
+            for index in [1, 5, 6, 2] { observers[index].invalidate() }
+            let again = observer("7/again", order: 7)
+            loop.add(again, forMode: .default)
+            calls.removeAll()
+            loop.run(mode: .default, for: .zero)
+            let secondPass = calls.events
+            for observer in observers { loop.add(observer, forMode: late) }
+            loop.addCommonMode(late)
+            calls.removeAll()
+            loop.run(mode: late, for: .zero)
+            let latePass = calls.events
+            common.invalidate()
+            again.invalidate()
+            for observer in observers { observer.invalidate() }
+            keepAlive.invalidate()
+            return (firstPass, secondPass, latePass)
+        }
+        #expect(firstPass == ["-2/1", "-2/5", "0/common", "0/2", "0/4", "0/7", "3/0", "3/3", "7/6"])
+        #expect(secondPass == ["0/common", "0/4", "0/7", "3/0", "3/3", "7/again"])
+        // The late mode got the survivors first; the common observer joined it when it became
+        // common, after them.
+        #expect(latePass == ["0/4", "0/7", "0/common", "3/0", "3/3"])
+    }
 }

@@ -270,7 +270,7 @@ struct ModeTable {
             uniqueKeysWithValues: commonItems.map { (ObjectIdentifier($0.object), $0.item) })
         for items in modes {
             for timer in items.timers { seen[ObjectIdentifier(timer)] = timer }
-            for case let observer? in items.observers.lazy.map(\.observer) {
+            for observer in items.observers.all {
                 seen[ObjectIdentifier(observer)] = observer
             }
             for source in items.sources { seen[ObjectIdentifier(source)] = source }

@@ -14,7 +14,7 @@ final class ModeView {
     /// made for a walk over them (`Loop.view(of:walking:)`) holds them: while the loop holds
     /// them, a change from another thread copies the whole array (copy on write), so a view made
     /// for the scalars (every pass after a change) must not, or each change would cost O(n).
-    let observers: [ObserverEntry]
+    let observers: [ObserverList.Group]
     let sources: [LoopSource]
     /// Whether `observers` and `sources` are the tables' (otherwise they are empty).
     let hasArrays: Bool
@@ -32,7 +32,7 @@ final class ModeView {
         self.isCommon = isCommon
         self.hasSourcesOrTimers = items?.hasSourcesOrTimers ?? false
         self.observerMask = items?.observerMask ?? []
-        self.observers = arrays ? items?.observers ?? [] : []
+        self.observers = arrays ? items?.observers.groups ?? [] : []
         self.sources = arrays ? items?.sources ?? [] : []
         self.hasArrays = arrays
         self.nextFireDate = nextFireDate
