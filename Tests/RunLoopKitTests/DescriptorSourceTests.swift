@@ -224,10 +224,14 @@ import Testing
         let (valid, error) = try onFreshThread { () -> Result<(Bool, LoopError?), LoopError> in
             let loop = Loop.current
             do {
-                // A high number (below the usual 1,024 limit): tests running in parallel open the lowest
-                // free ones, so none of them reuses it between the close and the add below.
-                let doomed = fcntl(pair.left, F_DUPFD_CLOEXEC, 700)
-                try #require(doomed >= 700)
+                // A number just under the process's limit: tests running in parallel open the
+                // lowest free ones (a thousand and more at a time in `ConnectionLoadTests`), so none
+                // of them reuses it between the close and the add below.
+                var limit = rlimit()
+                getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+                let high = Int32(clamping: max(700, Int(clamping: limit.rlim_cur) - 64))
+                let doomed = fcntl(pair.left, F_DUPFD_CLOEXEC, high)
+                try #require(doomed >= high)
                 let source = try LoopDescriptorSource(fileDescriptor: doomed, events: .readable) { _, _ in }
                 close(doomed)
                 loop.add(source, forMode: .default)
