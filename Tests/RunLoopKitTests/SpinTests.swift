@@ -72,7 +72,9 @@ import Testing
         #expect(sawSpin, "the loop never spun before sleeping")
         #expect(result == .stopped)
         #expect(latency != nil)
-        #expect((latency ?? .seconds(5)) < .milliseconds(50), "woke after \(latency ?? .seconds(5))")
+        // A missed wake-up would leave the loop spinning out its second, then asleep for 5 s;
+        // 200 ms holds for a loaded machine, where 60 ms was seen.
+        #expect((latency ?? .seconds(5)) < .milliseconds(200), "woke after \(latency ?? .seconds(5))")
     }
 
     /// The spin ends when the mode's next timer is due: a long spin limit does not make it late.
@@ -92,7 +94,8 @@ import Testing
         }
         #expect(lateness != nil)
         #expect((lateness ?? .seconds(5)) >= .zero)
-        #expect((lateness ?? .seconds(5)) < .milliseconds(50), "fired \(lateness ?? .seconds(5)) late")
+        // Outlasting the timer would make it up to a second late.
+        #expect((lateness ?? .seconds(5)) < .milliseconds(200), "fired \(lateness ?? .seconds(5)) late")
     }
 
     /// Whether the loop spins before sleeping, by spin limit and by what it watches; one that may
