@@ -10,9 +10,11 @@ private let sixActivities: [Loop.Activity] = [
 /// empty: each happens exactly once, in this order.
 private let oneSleepRun = ["entry", "beforeTimers", "beforeSources", "beforeWaiting", "afterWaiting", "exit"]
 
-/// Runs `.default` with one one-shot timer due in 10 ms (the `oneSleepRun` sequence).
+/// Runs `.default` with one one-shot timer due in 100 ms (the `oneSleepRun` sequence): far enough
+/// that the run's first pass finds it not yet due and sleeps, even on a loaded machine (10 ms was
+/// once due before the loop got to sleep).
 private func runWithOneTimer(_ loop: Loop) -> Loop.RunResult {
-    loop.add(LoopTimer(after: .milliseconds(10)) { _ in }, forMode: .default)
+    loop.add(LoopTimer(after: .milliseconds(100)) { _ in }, forMode: .default)
     return loop.run(mode: .default, for: .seconds(5))
 }
 
