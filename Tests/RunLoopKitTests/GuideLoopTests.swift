@@ -97,11 +97,13 @@ private func deferringWork() {
     loop.add(flush, forMode: .common)
 
     // Two handlers of one wake-up (timers due at the same instant) change three records; a later
-    // timer makes the loop sleep again.
+    // timer makes the loop sleep again. It is far enough (300 ms) that the first pass, however
+    // late on a loaded machine, does not fire it too and leave the mode empty: the run would then
+    // end without sleeping, and nothing would be flushed (seen with 50 ms).
     let due = ContinuousClock.now + .milliseconds(5)
     loop.add(LoopTimer(fireAt: due, loop.isolated { _ in dirty.formUnion(["a", "b"]) }), forMode: .default)
     loop.add(LoopTimer(fireAt: due, loop.isolated { _ in dirty.insert("c") }), forMode: .default)
-    loop.add(LoopTimer(after: .milliseconds(50)) { _ in }, forMode: .default)
+    loop.add(LoopTimer(after: .milliseconds(300)) { _ in }, forMode: .default)
     loop.run(mode: .default, for: .seconds(1))
     flush.invalidate()
 }
