@@ -164,7 +164,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
                 // Moved out before the callout: a nested run delivers from the next one.
                 let postedAt = batch.firstPostedAt()
                 let message = batch.takeFirst(emptying: &emptied)
-                delivered += 1
+                delivered &+= 1
                 if postedAt != 0 { dequeued(postedAt: postedAt, on: loop) }
                 handler(message)
             }

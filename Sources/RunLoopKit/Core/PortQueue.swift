@@ -19,6 +19,9 @@ import Glibc
 struct PortQueue<Message> {
     @usableFromInline var first: UnsafeMutableRawPointer?
     @usableFromInline var last: UnsafeMutableRawPointer?
+    // The counts below move with wrapping arithmetic on a message's path: they count messages held
+    // in memory, far from `Int.max`, and an overflow check is a branch per message.
+
     /// Index in `first` of the next message to take.
     @usableFromInline var start = 0
     /// Messages not yet taken.
@@ -69,8 +72,8 @@ struct PortQueue<Message> {
         }
         if postedAt != 0 { stamp(chunk, at: filled, postedAt) }
         (messages(in: chunk) + filled).initialize(to: copy message)
-        PortChunk.setCount(of: chunk, filled + 1)
-        count += 1
+        PortChunk.setCount(of: chunk, filled &+ 1)
+        count &+= 1
     }
 
     /// Links an empty chunk from `spares` (or a new one) after the last; returns it.
@@ -108,8 +111,8 @@ struct PortQueue<Message> {
     mutating func takeFirst(emptying emptied: inout PortChunkStack) -> Message {
         let chunk = first.unsafelyUnwrapped
         let message = (messages(in: chunk) + start).move()
-        start += 1
-        count -= 1
+        start &+= 1
+        count &-= 1
         if start == PortChunk.count(of: chunk) {
             // Nothing is appended to a chunk once its queue is being taken from: a queue is filled
             // by senders and emptied by the loop, after the two traded their chunks.
