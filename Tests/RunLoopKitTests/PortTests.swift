@@ -250,6 +250,81 @@ import Testing
         }
     }
 
+    /// Messages that hold references, through the path compiled in the caller's module for their
+    /// type: each one delivered, dropped by `invalidate()` from inside the handler, or sent after
+    /// it is released exactly once. 4 threads send 2,000 each; once they are done, the handler
+    /// invalidates the port at the 3,000th message; a send after that is dropped.
+    @Test func messagesHoldingReferencesAreReleasedOnceWhetherDeliveredOrDropped() {
+        /// Counts its tokens' releases.
+        final class Releases: Sendable {
+            let count = Atomic<Int>(0)
+        }
+        final class Token: Sendable {
+            let releases: Releases
+            let sender: Int
+            let index: Int
+            init(_ releases: Releases, sender: Int, index: Int) {
+                self.releases = releases
+                self.sender = sender
+                self.index = index
+            }
+            deinit { releases.count.add(1, ordering: .relaxed) }
+        }
+        struct Parcel: Sendable {
+            let token: Token
+            let label: String
+        }
+        /// The port, for its own handler to invalidate it.
+        final class Holder: @unchecked Sendable {
+            var port: LoopPort<Parcel>?
+        }
+        let senders = 4
+        let perSender = 2_000
+        let stopAt = 3_000
+        let releases = Releases()
+        let received = Recorder<(sender: Int, index: Int)>()
+        let allSent = DispatchSemaphore(value: 0)
+        onFreshThread {
+            let loop = Loop.current
+            let holder = Holder()
+            let port = LoopPort<Parcel> { parcel in
+                #expect(parcel.label == "parcel \(parcel.token.index)")
+                received.append((parcel.token.sender, parcel.token.index))
+                guard received.count == stopAt else { return }
+                // With every parcel sent, the rest of this batch and what was sent after it are
+                // dropped.
+                #expect(allSent.wait(timeout: .now() + 20) == .success)
+                holder.port?.invalidate()
+                loop.stop()
+            }
+            holder.port = port
+            loop.add(port, forMode: .default)
+            let finished = DispatchGroup()
+            for sender in 0..<senders {
+                finished.enter()
+                Thread.detachNewThread {
+                    for index in 0..<perSender {
+                        port.send(
+                            Parcel(token: Token(releases, sender: sender, index: index), label: "parcel \(index)"))
+                    }
+                    finished.leave()
+                }
+            }
+            finished.notify(queue: .global()) { allSent.signal() }
+            #expect(loop.run(mode: .default, for: .seconds(20)) == .stopped)
+            #expect(!port.isValid)
+            port.send(Parcel(token: Token(releases, sender: -1, index: -1), label: "late"))
+        }
+        let events = received.events
+        #expect(events.count == stopAt)
+        for sender in 0..<senders {
+            let indices = events.filter { $0.sender == sender }.map(\.index)
+            #expect(indices == Array(0..<indices.count), "sender \(sender) out of order")
+        }
+        // Every parcel made, the late one included, is released, none twice.
+        #expect(releases.count.load(ordering: .relaxed) == senders * perSender + 1)
+    }
+
     /// A port of a value type allocates nothing per message once its buffers have grown: at most
     /// 1,000 allocation calls on the sending thread and the loop's thread together for 1,000,000
     /// messages sent one by one, after 100,000 that let the buffers grow. Counted by the

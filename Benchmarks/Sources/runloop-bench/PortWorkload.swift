@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import RunLoopKit
 import Synchronization
 
@@ -11,6 +12,9 @@ extension MetricID {
     static let port4 = "port.4"
     static let performFloor1 = "port.floor.1"
     static let performFloor4 = "port.floor.4"
+    static let portFloor1 = "port.bare.1"
+    static let portFloor4 = "port.bare.4"
+    static let sharedWord4 = "port.word.4"
 }
 
 /// The port rows' message: the typical closure's three integers, by value.
@@ -50,6 +54,84 @@ extension RunLoopKitContender {
         }
     }
 
+    /// The port rows' floor: the same messages and handler work through a bare
+    /// pthread-mutex-guarded array of `PortReading`s, drained by a thread that never sleeps (no
+    /// loop, no wake-up), as `--post-floor`'s queue is for closures; messages per second from the
+    /// first producer's start to the last message handled.
+    static func portFloor(producers: Int, messages: Int, pinnedTo processors: PostProcessors?) -> Outcome<Double> {
+        let queue = Locked<[PortReading]>([])
+        let counter = PostCounter(target: messages)
+        let tallies = (0..<producers).map { _ in PostTally() }
+        let line = StartLine(parties: producers + 2)
+        let unpinned = Atomic<Int>(0)
+        let consumer = NativeThread {
+            if let processors, !pinCurrentThread(to: processors.loop) { unpinned.add(1, ordering: .relaxed) }
+            line.wait()
+            var batch: [PortReading] = []
+            while counter.done.wait(timeout: .now()) != .success {
+                queue.withLock { swap(&$0, &batch) }
+                if batch.isEmpty {
+                    sched_yield()
+                    continue
+                }
+                for reading in batch {
+                    tallies[reading.producer].add(
+                        index: reading.index, weight: reading.weight, producer: reading.producer)
+                    counter.ran()
+                }
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        let threads = (0..<producers).map { producer in
+            let share = messages / producers + (producer == 0 ? messages % producers : 0)
+            return NativeThread {
+                if let processors, !pinCurrentThread(to: processors.producers) { unpinned.add(1, ordering: .relaxed) }
+                line.wait()
+                counter.started(monotonicSeconds())
+                for position in 0..<share {
+                    let reading = PortReading(index: position, weight: position & 7, producer: producer)
+                    queue.withLock { $0.append(reading) }
+                }
+            }
+        }
+        line.wait()
+        for thread in threads { _ = thread.join(timeout: 60) }
+        guard consumer.join(timeout: 60) else { return .failure(.timedOut) }
+        guard unpinned.load(ordering: .relaxed) == 0 else {
+            return .failure(BenchError(reason: "could not pin the threads"))
+        }
+        return .success(counter.blocksPerSecond)
+    }
+
+    /// What any single queue fed by 4 threads pays at the least: one atomic add per message on one
+    /// shared word (the claim of a place in the queue), and nothing else, no message written or
+    /// read; adds per second from the first producer's start to the last add.
+    static func sharedWordFloor(producers: Int, messages: Int, pinnedTo processors: PostProcessors?) -> Outcome<Double>
+    {
+        let word = Atomic<Int>(0)
+        let firstStart = Atomic<Int>(.max)
+        let lastEnd = Atomic<Int>(0)
+        let line = StartLine(parties: producers + 1)
+        let unpinned = Atomic<Int>(0)
+        let threads = (0..<producers).map { producer in
+            let share = messages / producers + (producer == 0 ? messages % producers : 0)
+            return NativeThread {
+                if let processors, !pinCurrentThread(to: processors.producers) { unpinned.add(1, ordering: .relaxed) }
+                line.wait()
+                firstStart.min(Int(monotonicSeconds() * 1e9), ordering: .relaxed)
+                for _ in 0..<share { word.add(1, ordering: .acquiringAndReleasing) }
+                lastEnd.max(Int(monotonicSeconds() * 1e9), ordering: .relaxed)
+            }
+        }
+        line.wait()
+        for thread in threads { guard thread.join(timeout: 60) else { return .failure(.timedOut) } }
+        guard unpinned.load(ordering: .relaxed) == 0 else {
+            return .failure(BenchError(reason: "could not pin the threads"))
+        }
+        let nanoseconds = lastEnd.load(ordering: .relaxed) - firstStart.load(ordering: .relaxed)
+        return .success(Double(word.load(ordering: .relaxed)) / (Double(nanoseconds) / 1e9))
+    }
+
     /// The typical closure through `perform` divided by the same closures through a bare locked
     /// queue drained by a thread that never sleeps (`--post-floor`'s first row), measured one after
     /// the other.
@@ -77,6 +159,15 @@ extension Workloads {
                 id: MetricID.port4, label: "port, 4 producers", unit: "messages/s", direction: .higherIsBetter,
                 notes: portPeers),
             Metric(
+                id: MetricID.portFloor1, label: "port's floor: a bare locked array of the structs, 1 producer",
+                unit: "messages/s", direction: .higherIsBetter),
+            Metric(
+                id: MetricID.portFloor4, label: "port's floor: a bare locked array of the structs, 4 producers",
+                unit: "messages/s", direction: .higherIsBetter),
+            Metric(
+                id: MetricID.sharedWord4, label: "port's floor: one shared atomic add per message, 4 producers",
+                unit: "adds/s", direction: .higherIsBetter),
+            Metric(
                 id: MetricID.performFloor1, label: "perform ÷ bare locked queue, typical closure, 1 producer",
                 unit: "×", direction: .higherIsBetter),
             Metric(
@@ -85,7 +176,7 @@ extension Workloads {
         ], curves: [],
         how: [
             .runLoopKit:
-                "`port.send(PortReading(index:weight:producer:))` (a struct of three integers) from producer threads to a `LoopPort` on a `LoopThread`, whose handler adds to the producer's tally and counts; the last two rows divide the typical-closure `perform` of workload 1 by a bare pthread-mutex-guarded array of the same closures drained by a thread that never sleeps (no loop), measured one after the other in each repetition",
+                "`port.send(PortReading(index:weight:producer:))` (a struct of three integers) from producer threads to a `LoopPort` on a `LoopThread`, whose handler adds to the producer's tally and counts; the last two rows divide the typical-closure `perform` of workload 1 by a bare pthread-mutex-guarded array of the same closures drained by a thread that never sleeps (no loop), measured one after the other in each repetition; the port's floor rows send the same structs through a bare pthread-mutex-guarded array drained by a thread that never sleeps, doing the same handler work; the last floor is 4 threads adding 1 to one shared atomic word per message, nothing else",
             .foundation: "the typical-closure rows of workload 1: `CFRunLoopPerformBlock` + `CFRunLoopWakeUp`",
             .libevent: "the typical-closure rows of workload 1: a malloc'd item on the mutex-protected queue + eventfd",
             .libuv:
@@ -111,18 +202,28 @@ extension Workloads {
                         }
                     })
             }
-            for (producers, id) in [(1, MetricID.performFloor1), (4, MetricID.performFloor4)] {
+            /// A row of RunLoopKit's column alone (the others say why not).
+            func recordOwn(_ id: String, _ why: String, _ measure: (PostProcessors?) -> Outcome<Double>) {
                 guard implementation == .runLoopKit else {
-                    sample.markMissing([id], BenchError(reason: "RunLoopKit's closure path against its own floor"))
-                    continue
+                    sample.markMissing([id], BenchError(reason: why))
+                    return
                 }
-                sample.record(
-                    id,
-                    processors.flatMap { processors in
-                        RunLoopKitContender.performOverFloor(
-                            producers: producers, blocks: size.postBlocks, pinnedTo: processors,
-                            timeout: size.timeout)
-                    })
+                sample.record(id, processors.flatMap(measure))
+            }
+            let floorWhy = "the port rows' floor, measured once"
+            for (producers, id) in [(1, MetricID.portFloor1), (4, MetricID.portFloor4)] {
+                recordOwn(id, floorWhy) {
+                    RunLoopKitContender.portFloor(producers: producers, messages: size.postBlocks, pinnedTo: $0)
+                }
+            }
+            recordOwn(MetricID.sharedWord4, floorWhy) {
+                RunLoopKitContender.sharedWordFloor(producers: 4, messages: size.postBlocks, pinnedTo: $0)
+            }
+            for (producers, id) in [(1, MetricID.performFloor1), (4, MetricID.performFloor4)] {
+                recordOwn(id, "RunLoopKit's closure path against its own floor") {
+                    RunLoopKitContender.performOverFloor(
+                        producers: producers, blocks: size.postBlocks, pinnedTo: $0, timeout: size.timeout)
+                }
             }
             return sample
         })

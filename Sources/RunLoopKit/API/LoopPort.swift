@@ -18,23 +18,29 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// chunks with `batch`, its own, which it delivers from without the lock. The chunks a
     /// delivery empties go back to the senders with the next take, so a steady stream allocates
     /// nothing.
-    fileprivate final class Mailbox: @unchecked Sendable {
+    ///
+    /// A message's path (`append`, the loop of `deliver`) is inlinable, so that it is compiled in
+    /// the caller's module for its `Message`: a struct is copied with plain moves, where generic
+    /// code calls the type's value witnesses for every copy, move and destruction. What happens
+    /// once per batch (taking the messages, signalling, instruments) is not.
+    @usableFromInline
+    final class Mailbox: @unchecked Sendable {
         // Groups of fields, each on cache lines of its own (64 bytes of padding between them): the
         // senders write the second group with every message and the loop the last, and on one
         // shared line each message would take it from the other processor.
 
-        let isOpen = Atomic<Bool>(true)
+        @usableFromInline let isOpen = Atomic<Bool>(true)
         /// Whether senders stamp their messages: an instrument listened to the loop at its last
         /// delivery (a relaxed hint; the first batch after an instrument attaches goes unstamped).
-        let stamps = Atomic<Bool>(false)
+        @usableFromInline let stamps = Atomic<Bool>(false)
         private let separatesSenders = CacheLinePadding()
 
         // Guarded by `word`, as the loop's inbox is (`Inbox`): a send appends in a few
         // instructions, and a thread that finds the word taken spins instead of sleeping.
-        private let word = LockWord()
-        @exclusivity(unchecked) private var incoming = PortQueue<Message>()
+        @usableFromInline let word = LockWord()
+        @usableFromInline @exclusivity(unchecked) var incoming = PortQueue<Message>()
         /// Empty chunks for the senders.
-        @exclusivity(unchecked) private var spares = PortChunkStack()
+        @usableFromInline @exclusivity(unchecked) var spares = PortChunkStack()
         /// Whether the loop will look at the port again before it sleeps, so a sender need not
         /// signal it: set by a delivery (which makes the loop scan its ports in the next pass),
         /// cleared when the loop finds nothing sent. A busy port is signalled once, when the loop
@@ -42,7 +48,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         /// locks, cache lines the loop also writes.
         @exclusivity(unchecked) private var loopWillLook = false
         /// Whether `readySince` is set, for the senders to read on their own line.
-        @exclusivity(unchecked) private var isReady = false
+        @usableFromInline @exclusivity(unchecked) var isReady = false
         private let separatesReadiness = CacheLinePadding()
 
         /// When the port became ready (a signal stamp; 0: no message since the last take): set
@@ -53,16 +59,18 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         private let separatesLoop = CacheLinePadding()
 
         // The loop's thread only.
-        @exclusivity(unchecked) private var batch = PortQueue<Message>()
+        @usableFromInline @exclusivity(unchecked) var batch = PortQueue<Message>()
         /// Chunks the batch emptied, given back to `spares` with the next take.
-        @exclusivity(unchecked) private var emptied = PortChunkStack()
+        @usableFromInline @exclusivity(unchecked) var emptied = PortChunkStack()
         /// How many messages were ever moved to `batch`, and how many were handed to the handler.
-        @exclusivity(unchecked) private var taken = 0
-        @exclusivity(unchecked) private var delivered = 0
+        @usableFromInline @exclusivity(unchecked) var taken = 0
+        @usableFromInline @exclusivity(unchecked) var delivered = 0
 
         /// The most empty chunks kept for the senders: room for as many messages as the loop
         /// keeps room for posted blocks. A burst's others go back to the allocator.
         private var sparesKept: Int { batch.chunks(holding: BlockBuffer.retainedCapacity) }
+
+        @usableFromInline init() {}
 
         deinit {
             incoming.release(into: &spares)
@@ -71,14 +79,14 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             emptied.free()
         }
 
-        // The word is taken and released by hand, not through a closure: this code is generic
-        // and not specialized for the caller's `Message`, and a closure holding the message
-        // would make the runtime look up the metadata of its type on every send.
+        // The word is taken and released by hand, not through a closure: in an unspecialized
+        // build of this code a closure holding the message would make the runtime look up the
+        // metadata of its type on every send.
 
         /// Appends `message`; true if it is the first since the loop last took them (the sender
         /// signals the port, once per batch), false if the port is invalid or already signalled.
-        @inline(__always)
-        func append(_ message: borrowing Message, postedAt: Ticks) -> Bool {
+        @inlinable @inline(__always)
+        func append(_ message: borrowing Message, postedAt: Int64) -> Bool {
             word.lock()
             // Checked under the word: `close` drains `incoming` after closing, so a message that
             // finds the port open here is drained or delivered, never stranded.
@@ -87,13 +95,14 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
                 return false
             }
             incoming.append(message, postedAt: postedAt, spares: &spares)
-            let first = markReady()
+            let first = !isReady && markReady()
             word.unlock()
             return first
         }
 
         /// Appends every element of `messages` under one lock; as `append`.
-        func append(contentsOf messages: UnsafeBufferPointer<Message>, postedAt: Ticks) -> Bool {
+        @inlinable
+        func append(contentsOf messages: UnsafeBufferPointer<Message>, postedAt: Int64) -> Bool {
             guard !messages.isEmpty else { return false }
             word.lock()
             guard isOpen.load(ordering: .relaxed) else {
@@ -101,20 +110,23 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
                 return false
             }
             for message in messages { incoming.append(message, postedAt: postedAt, spares: &spares) }
-            let first = markReady()
+            let first = !isReady && markReady()
             word.unlock()
             return first
         }
 
-        /// Under the word, after an append: whether the sender must signal the port (the first
-        /// message since the loop last took them, and the loop will not look by itself).
-        @inline(__always)
-        private func markReady() -> Bool {
-            guard !isReady else { return false }
+        /// Under the word, after the first append since the loop last took the messages: whether
+        /// the sender must signal the port (the loop will not look by itself).
+        @usableFromInline
+        func markReady() -> Bool {
             isReady = true
             readySince.store(LoopSource.nextSignalStamp(), ordering: .relaxed)
             return !loopWillLook
         }
+
+        /// A sender's posting time for an instrument (`stamps`).
+        @usableFromInline
+        static func postingTime() -> Int64 { TickClock.now }
 
         /// Loop thread: a signal stamp while messages wait (0 while a delivery is under way), nil if
         /// none do. The word is taken only to answer nil: from then on senders signal again.
@@ -144,7 +156,24 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         /// nested run inside a callout that serves the port again continues from the next message
         /// (and may go on to newer ones), so nothing is overtaken. Ones sent meanwhile wait for the
         /// next pass.
+        @inlinable
         func deliver(_ handler: (Message) -> Void) {
+            let loop = takeBatch()
+            let last = taken
+            while delivered < last, isOpen.load(ordering: .acquiring) {
+                // Moved out before the callout: a nested run delivers from the next one.
+                let postedAt = batch.firstPostedAt()
+                let message = batch.takeFirst(emptying: &emptied)
+                delivered &+= 1
+                if postedAt != 0 { dequeued(postedAt: postedAt, on: loop) }
+                handler(message)
+            }
+            finishBatch(on: loop)
+        }
+
+        /// The start of `deliver`: moves the messages sent so far behind `batch`; the running loop.
+        @usableFromInline
+        func takeBatch() -> Loop {
             let loop = Loop.current
             let stamping = loop.stampsPostedWork
             if stamps.load(ordering: .relaxed) != stamping { stamps.store(stamping, ordering: .relaxed) }
@@ -166,16 +195,19 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             // A burst's chunks beyond what the senders keep.
             emptied.free()
             taken += count
-            let last = taken
-            while delivered < last, isOpen.load(ordering: .acquiring) {
-                // Moved out before the callout: a nested run delivers from the next one.
-                let postedAt = batch.firstPostedAt()
-                let message = batch.takeFirst(emptying: &emptied)
-                delivered += 1
-                if postedAt != 0 { loop.instrumentDequeue(.source, postedAt: postedAt) }
-                handler(message)
-            }
-            // The promise made to the senders above: the next pass scans the ports.
+            return loop
+        }
+
+        /// A stamped message is handed to the handler.
+        @usableFromInline
+        func dequeued(postedAt: Int64, on loop: Loop) {
+            loop.instrumentDequeue(.source, postedAt: postedAt)
+        }
+
+        /// The end of `deliver`, whether the batch was delivered or the port invalidated.
+        @usableFromInline
+        func finishBatch(on loop: Loop) {
+            // The promise made to the senders in `takeBatch`: the next pass scans the ports.
             loop.portSignalled.store(true, ordering: .releasing)
             if !batch.isEmpty && !isOpen.load(ordering: .acquiring) {
                 // Invalidated during the batch: the rest is dropped here, on the loop's thread.
@@ -200,18 +232,26 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
         }
     }
 
-    fileprivate let mailbox = Mailbox()
+    @usableFromInline let mailbox: Mailbox
     /// The port is a custom source whose perform drains the mailbox.
-    let source: LoopSource
+    @usableFromInline let source: LoopSource
 
     /// Creates a port whose `handler` receives each message on the loop's thread.
     ///
     /// Any thread. The port does nothing until added to a loop; messages sent before that wait.
-    public init(_ handler: sending @escaping (Message) -> Void) {
-        let mailbox = self.mailbox
+    @inlinable
+    public convenience init(_ handler: sending @escaping (Message) -> Void) {
+        // The delivery loop is made here, in the caller's module, for its `Message`.
+        self.init(mailbox: Mailbox(), delivering: { mailbox in mailbox.deliver(handler) })
+    }
+
+    /// A port whose source's perform calls `deliver` with `mailbox`.
+    @usableFromInline
+    init(mailbox: Mailbox, delivering deliver: sending @escaping (Mailbox) -> Void) {
+        self.mailbox = mailbox
         // Ready while messages wait; 0 (first) for a port whose delivery is under way.
         let readiness: @Sendable () -> UInt64? = { mailbox.readiness() }
-        source = LoopSource(order: 0, readiness: readiness) { mailbox.deliver(handler) }
+        source = LoopSource(order: 0, readiness: readiness) { deliver(mailbox) }
         source.keepAlive(self)
     }
 
@@ -219,8 +259,9 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     ///
     /// Any thread. Messages from one thread are delivered in the order they were sent. Messages
     /// sent after `invalidate()` are dropped.
+    @inlinable
     public func send(_ message: Message) {
-        let postedAt = mailbox.stamps.load(ordering: .relaxed) ? TickClock.now : 0
+        let postedAt = mailbox.stamps.load(ordering: .relaxed) ? Mailbox.postingTime() : 0
         if mailbox.append(message, postedAt: postedAt) { source.signal() }
     }
 
@@ -231,8 +272,9 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// before the ones it sends after, never interleaved with other threads' messages. A
     /// sequence without contiguous storage is first copied into an array. Dropped after
     /// `invalidate()`.
+    @inlinable
     public func send(contentsOf messages: some Sequence<Message>) {
-        let postedAt = mailbox.stamps.load(ordering: .relaxed) ? TickClock.now : 0
+        let postedAt = mailbox.stamps.load(ordering: .relaxed) ? Mailbox.postingTime() : 0
         let wasFirst =
             messages.withContiguousStorageIfAvailable { mailbox.append(contentsOf: $0, postedAt: postedAt) }
             ?? Array(messages).withUnsafeBufferPointer { mailbox.append(contentsOf: $0, postedAt: postedAt) }

@@ -61,20 +61,21 @@ package struct Locked<Value>: @unchecked Sendable {
 /// same cache line as the fields. It spins briefly, then yields the processor between attempts,
 /// so a contended thread never sleeps in the kernel for a lock that is free again nanoseconds
 /// later, and a holder that was preempted gets to run. For critical sections of a few
-/// instructions only.
+/// instructions only. Inlinable for `LoopPort`'s send, which is compiled in its caller's module.
+@usableFromInline
 struct LockWord: ~Copyable, @unchecked Sendable {
-    private let word = Atomic<Bool>(false)
+    @usableFromInline let word = Atomic<Bool>(false)
 
-    init() {}
+    @usableFromInline init() {}
 
-    @inline(__always)
+    @inlinable @inline(__always)
     func lock() {
         if word.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged { return }
         lockContended()
     }
 
-    @inline(never)
-    private func lockContended() {
+    @usableFromInline @inline(never)
+    func lockContended() {
         var spins = 0
         while true {
             if !word.load(ordering: .relaxed),
@@ -91,7 +92,7 @@ struct LockWord: ~Copyable, @unchecked Sendable {
         }
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     func unlock() {
         word.store(false, ordering: .releasing)
     }
