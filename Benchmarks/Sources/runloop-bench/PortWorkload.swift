@@ -10,6 +10,7 @@ import Synchronization
 extension MetricID {
     static let port1 = "port.1"
     static let port4 = "port.4"
+    static let portBatch4 = "port.batch.4"
     static let performFloor1 = "port.floor.1"
     static let performFloor4 = "port.floor.4"
     static let portFloor1 = "port.bare.1"
@@ -25,12 +26,12 @@ struct PortReading: Sendable {
 }
 
 extension RunLoopKitContender {
-    /// `messages` in total from `producers` threads, each sent alone with `send(_:)` to one
-    /// `LoopPort<PortReading>` on a `LoopThread`, whose handler does the typical closure's work
-    /// with the producer's tally; messages per second from the first producer's start to the last
-    /// message handled.
+    /// `messages` in total from `producers` threads, each sent alone with `send(_:)` (or, with
+    /// `batch` over 1, `batch` at a time with `send(contentsOf:)`) to one `LoopPort<PortReading>`
+    /// on a `LoopThread`, whose handler does the typical closure's work with the producer's tally;
+    /// messages per second from the first producer's start to the last message handled.
     static func portThroughput(
-        producers: Int, messages: Int, pinnedTo processors: PostProcessors?, timeout: Double
+        producers: Int, messages: Int, batch: Int = 1, pinnedTo processors: PostProcessors?, timeout: Double
     ) -> Outcome<Double> {
         let thread = LoopThread(name: "bench-port")
         defer { stop([thread]) }
@@ -48,8 +49,20 @@ extension RunLoopKitContender {
         loop.add(port, forMode: .default)
         return measureProducers(producers, total: messages, counter: counter, pinnedTo: processors, timeout: timeout) {
             producer, share in
-            for position in 0..<share {
-                port.send(PortReading(index: position, weight: position & 7, producer: producer))
+            guard batch > 1 else {
+                for position in 0..<share {
+                    port.send(PortReading(index: position, weight: position & 7, producer: producer))
+                }
+                return
+            }
+            var readings: [PortReading] = []
+            readings.reserveCapacity(batch)
+            for start in stride(from: 0, to: share, by: batch) {
+                for position in start..<min(start + batch, share) {
+                    readings.append(PortReading(index: position, weight: position & 7, producer: producer))
+                }
+                port.send(contentsOf: readings)
+                readings.removeAll(keepingCapacity: true)
             }
         }
     }
@@ -159,6 +172,9 @@ extension Workloads {
                 id: MetricID.port4, label: "port, 4 producers", unit: "messages/s", direction: .higherIsBetter,
                 notes: portPeers),
             Metric(
+                id: MetricID.portBatch4, label: "port, 4 producers, 64 at a time", unit: "messages/s",
+                direction: .higherIsBetter, notes: portBatchPeers),
+            Metric(
                 id: MetricID.portFloor1, label: "port's floor: a bare locked array of the structs, 1 producer",
                 unit: "messages/s", direction: .higherIsBetter),
             Metric(
@@ -176,7 +192,7 @@ extension Workloads {
         ], curves: [],
         how: [
             .runLoopKit:
-                "`port.send(PortReading(index:weight:producer:))` (a struct of three integers) from producer threads to a `LoopPort` on a `LoopThread`, whose handler adds to the producer's tally and counts; the last two rows divide the typical-closure `perform` of workload 1 by a bare pthread-mutex-guarded array of the same closures drained by a thread that never sleeps (no loop), measured one after the other in each repetition; the port's floor rows send the same structs through a bare pthread-mutex-guarded array drained by a thread that never sleeps, doing the same handler work; the last floor is 4 threads adding 1 to one shared atomic word per message, nothing else",
+                "`port.send(PortReading(index:weight:producer:))` (a struct of three integers) from producer threads to a `LoopPort` on a `LoopThread`, whose handler adds to the producer's tally and counts (the 64-at-a-time row: `port.send(contentsOf:)` of an array of 64 such structs, refilled); the last two rows divide the typical-closure `perform` of workload 1 by a bare pthread-mutex-guarded array of the same closures drained by a thread that never sleeps (no loop), measured one after the other in each repetition; the port's floor rows send the same structs through a bare pthread-mutex-guarded array drained by a thread that never sleeps, doing the same handler work; the last floor is 4 threads adding 1 to one shared atomic word per message, nothing else",
             .foundation: "the typical-closure rows of workload 1: `CFRunLoopPerformBlock` + `CFRunLoopWakeUp`",
             .libevent: "the typical-closure rows of workload 1: a malloc'd item on the mutex-protected queue + eventfd",
             .libuv:
@@ -187,13 +203,15 @@ extension Workloads {
         runner: .each { implementation, size in
             var sample = Sample()
             let processors = size.postPlacement.processors()
-            for (producers, id) in [(1, MetricID.port1), (4, MetricID.port4)] {
+            for (producers, batch, id) in [
+                (1, 1, MetricID.port1), (4, 1, MetricID.port4), (4, 64, MetricID.portBatch4),
+            ] {
                 sample.record(
                     id,
                     processors.flatMap { processors in
                         if implementation == .runLoopKit {
                             RunLoopKitContender.portThroughput(
-                                producers: producers, messages: size.postBlocks, pinnedTo: processors,
+                                producers: producers, messages: size.postBlocks, batch: batch, pinnedTo: processors,
                                 timeout: size.timeout)
                         } else {
                             implementation.contender.postThroughput(
@@ -227,6 +245,14 @@ extension Workloads {
             }
             return sample
         })
+
+    /// The peers have no batched post either: each item goes alone, as in the row above.
+    static let portBatchPeers: [Implementation: String] = [
+        .foundation: "no batched post: a typical closure per message through `CFRunLoopPerformBlock`",
+        .libevent: "no batched post: the typical malloc'd item per message",
+        .libuv: "no batched post: the typical malloc'd item per message",
+        .glib: "no batched post: `g_main_context_invoke` per message",
+    ]
 
     /// The peers have no typed port: each posts the same three values its usual way.
     static let portPeers: [Implementation: String] = [
