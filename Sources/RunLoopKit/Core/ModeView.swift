@@ -10,11 +10,12 @@ final class ModeView {
     let isCommon: Bool
     let hasSourcesOrTimers: Bool
     let observerMask: Loop.Activity
-    /// By `order`, then insertion; the arrays are shared with the tables, not copied. Only a view
-    /// made for a walk over them (`Loop.view(of:walking:)`) holds them: while the loop holds
+    /// By `order`, then insertion; the arrays are shared with the tables, not copied (observers of
+    /// several orders excepted: their groups are copied into one, `ObserverList.inOrder`). Only a
+    /// view made for a walk over them (`Loop.view(of:walking:)`) holds them: while the loop holds
     /// them, a change from another thread copies the whole array (copy on write), so a view made
     /// for the scalars (every pass after a change) must not, or each change would cost O(n).
-    let observers: [ObserverList.Group]
+    let observers: [ObserverEntry]
     let sources: [LoopSource]
     /// Whether `observers` and `sources` are the tables' (otherwise they are empty).
     let hasArrays: Bool
@@ -32,7 +33,7 @@ final class ModeView {
         self.isCommon = isCommon
         self.hasSourcesOrTimers = items?.hasSourcesOrTimers ?? false
         self.observerMask = items?.observerMask ?? []
-        self.observers = arrays ? items?.observers.groups ?? [] : []
+        self.observers = arrays ? items?.observers.inOrder ?? [] : []
         self.sources = arrays ? items?.sources ?? [] : []
         self.hasArrays = arrays
         self.nextFireDate = nextFireDate
