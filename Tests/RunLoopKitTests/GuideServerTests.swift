@@ -496,12 +496,14 @@ private func echoBackend() throws -> (LoopThread, Int) {
 private func memberCount(
     of members: LoopBound<[ObjectIdentifier: LoopConnection]>, becomes count: Int
 ) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
+    // Checked once more after the deadline: under a loaded run this task's thread may be held
+    // for many seconds between two looks (one wait outlasted a 10 s limit under ThreadSanitizer).
+    let deadline = ContinuousClock.now + .seconds(30)
+    while true {
         if (try? await members.loop.submit { members.value.count }) == count { return true }
+        guard ContinuousClock.now < deadline else { return false }
         try? await Task.sleep(for: .milliseconds(5))
     }
-    return false
 }
 
 /// Queues `bytes` without waiting for them to drain (the synchronous `write`).
