@@ -256,24 +256,27 @@ struct ObserverList {
 
     /// The index of the group of `order`, or where it would go.
     private func groupIndex(_ order: Int) -> Int {
-        var low = 0
-        var high = groups.count
-        while low < high {
-            let middle = (low + high) / 2
-            if groups[middle].order < order { low = middle + 1 } else { high = middle }
-        }
-        return low
+        groups.firstIndex(notBefore: order, by: \.order)
     }
 }
 
 extension ObserverList.Group {
     /// The first entry whose sequence number is not below `sequence`.
     func entryIndex(_ sequence: UInt64) -> Int {
+        entries.firstIndex(notBefore: sequence, by: \.sequence)
+    }
+}
+
+extension Array {
+    /// Binary search in an array sorted by `key`: the first index whose key is not below `value`
+    /// (`count` if none).
+    @inline(__always)
+    fileprivate func firstIndex<Key: Comparable>(notBefore value: Key, by key: (Element) -> Key) -> Int {
         var low = 0
-        var high = entries.count
+        var high = count
         while low < high {
             let middle = (low + high) / 2
-            if entries[middle].sequence < sequence { low = middle + 1 } else { high = middle }
+            if key(self[middle]) < value { low = middle + 1 } else { high = middle }
         }
         return low
     }
