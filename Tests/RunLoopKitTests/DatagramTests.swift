@@ -259,8 +259,6 @@ import Testing
             try Test.cancel("the kernel refuses to join a multicast group on the loopback interface: \(error)")
         }
         thread.loop.add(receiver, forMode: .default)
-        let watchdog = invalidate(receiver, on: thread.loop)
-        defer { watchdog.cancel() }
         let port = try #require(receiver.localAddress.port)
         try runPython(
             """
@@ -271,6 +269,9 @@ import Testing
             s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
             s.sendto(b"to the group", ("239.255.71.29", int(sys.argv[1])))
             """, ["\(port)"])
+        // Started once the sender has run: an interpreter takes seconds to start on a loaded machine.
+        let watchdog = invalidate(receiver, on: thread.loop)
+        defer { watchdog.cancel() }
         let (bytes, _) = try await receiver.receive()
         #expect(bytes == Array("to the group".utf8))
 
@@ -310,8 +311,6 @@ import Testing
         try sender.setMulticastSending(interface: loopback, timeToLive: 0, loopback: true)
 
         thread.loop.add(receiver, forMode: .default)
-        let watchdog = invalidate(receiver, on: thread.loop)
-        defer { watchdog.cancel() }
         let port = try #require(receiver.localAddress.port)
         let sent = try runPython(
             """
@@ -333,6 +332,9 @@ import Testing
             try Test.cancel(
                 "the kernel cannot send IPv6 multicast on the loopback interface (\(sent)); joined and left")
         }
+        // Started once the sender has run: an interpreter takes seconds to start on a loaded machine.
+        let watchdog = invalidate(receiver, on: thread.loop)
+        defer { watchdog.cancel() }
         let (bytes, _) = try await receiver.receive()
         #expect(bytes == Array("to the group".utf8))
         thread.loop.add(sender, forMode: .default)
@@ -600,12 +602,12 @@ extension Result {
     }
 }
 
-/// Invalidates `socket` after 10 s unless cancelled first: a `receive()` the kernel never answers
+/// Invalidates `socket` after 30 s unless cancelled first: a `receive()` the kernel never answers
 /// then throws, and the test fails instead of hanging. The test runs on a loop thread of its own
-/// (`onOwnLoopThread`), so that the 10 s are the kernel's and the loops', not a wait for one of
+/// (`onOwnLoopThread`), so that the 30 s are the kernel's and the loops', not a wait for one of
 /// Swift concurrency's threads.
 private func invalidate(_ socket: LoopDatagramSocket, on loop: Loop) -> LoopScheduled {
-    loop.schedule(after: .seconds(10)) { socket.invalidate() }
+    loop.schedule(after: .seconds(30)) { socket.invalidate() }
 }
 
 /// Waits (polling) until `condition` holds or `limit` passes; returns whether it did.
