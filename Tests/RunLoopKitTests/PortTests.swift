@@ -400,4 +400,182 @@ import Testing
             onSender <= 1_000 && onLoop <= 1_000 - min(onSender, 1_000),
             "sender \(onSender), loop \(onLoop) allocations")
     }
+
+    /// 8 threads × 60,000 messages, sent one by one and in calls of 1 to 700 (across the 256-slot
+    /// chunks), while the handler runs a nested run every 5,000th message: each sender's messages
+    /// arrive once and in order, whoever is preempted where.
+    @Test func manySendersAcrossManyChunksKeepTheirOrder() {
+        let senders = 8
+        let perSender = 60_000
+        /// The loop thread's tallies.
+        final class Tally: @unchecked Sendable {
+            var next = [Int](repeating: 0, count: 8)
+            var count = 0
+            var outOfOrder = 0
+            var nested = 0
+        }
+        let tally = Tally()
+        onFreshThread {
+            let loop = Loop.current
+            let port = LoopPort<(sender: Int, index: Int)> { message in
+                if tally.next[message.sender] != message.index { tally.outOfOrder += 1 }
+                tally.next[message.sender] = message.index + 1
+                tally.count += 1
+                if tally.count.isMultiple(of: 5_000) {
+                    tally.nested += 1
+                    _ = loop.run(mode: .default, for: .zero)
+                }
+                // After the nested run, which would take the stop.
+                if tally.count == senders * perSender { loop.stop() }
+            }
+            loop.add(port, forMode: .default)
+            for sender in 0..<senders {
+                Thread.detachNewThread {
+                    var generator = SystemRandomNumberGenerator()
+                    var index = 0
+                    while index < perSender {
+                        let count = min(perSender - index, Int.random(in: 1...700, using: &generator))
+                        if count > 350 {
+                            for position in index..<index + count { port.send((sender, position)) }
+                        } else {
+                            port.send(contentsOf: (index..<index + count).map { (sender, $0) })
+                        }
+                        index += count
+                    }
+                }
+            }
+            #expect(loop.run(mode: .default, for: .seconds(120)) == .stopped)
+            port.invalidate()
+        }
+        #expect(tally.count == senders * perSender)
+        #expect(tally.outOfOrder == 0)
+        #expect(tally.next == [Int](repeating: perSender, count: senders))
+        #expect(tally.nested > 0)
+    }
+
+    /// Messages of no size and of 2 KiB (8 to a chunk) from 4 threads: all arrive, intact.
+    @Test func emptyAndLargeMessagesArriveIntact() {
+        struct Large: Sendable {
+            var words = InlineArray<256, Int>(repeating: 0)
+        }
+        let senders = 4
+        let perSender = 5_000
+        let counts = Recorder<String>()
+        /// The loop thread's tallies.
+        final class Tally: @unchecked Sendable {
+            var empties = 0
+            var larges = 0
+            var damaged = 0
+            var isComplete: Bool { empties == 4 * 5_000 && larges == 4 * 5_000 }
+        }
+        onFreshThread {
+            let loop = Loop.current
+            let tally = Tally()
+            let empty = LoopPort<Void> { _ in
+                tally.empties += 1
+                if tally.isComplete { loop.stop() }
+            }
+            let large = LoopPort<Large> { message in
+                tally.larges += 1
+                let words = message.words
+                if words[0] != words[255] || words[128] != -words[0] { tally.damaged += 1 }
+                if tally.isComplete { loop.stop() }
+            }
+            loop.add(empty, forMode: .default)
+            loop.add(large, forMode: .default)
+            for sender in 0..<senders {
+                Thread.detachNewThread {
+                    for index in 0..<perSender {
+                        empty.send(())
+                        var message = Large()
+                        message.words[0] = sender * perSender + index
+                        message.words[128] = -(sender * perSender + index)
+                        message.words[255] = sender * perSender + index
+                        large.send(message)
+                    }
+                }
+            }
+            #expect(loop.run(mode: .default, for: .seconds(60)) == .stopped)
+            counts.append("empty \(tally.empties), large \(tally.larges), damaged \(tally.damaged)")
+            empty.invalidate()
+            large.invalidate()
+        }
+        #expect(counts.events == ["empty \(senders * perSender), large \(senders * perSender), damaged 0"])
+    }
+
+    /// `invalidate()` from another thread drops, before it returns, what the loop had not taken;
+    /// with 4 threads sending meanwhile, every message is released once (delivered, dropped by
+    /// `invalidate()`, skipped as sent too late, or dropped with the port).
+    @Test func invalidateFromAnotherThreadReleasesUndeliveredMessagesOnce() {
+        final class Token: Sendable {
+            let releases: Locked<Int>
+            init(_ releases: Locked<Int>) { self.releases = releases }
+            deinit { releases.withLock { $0 += 1 } }
+        }
+        struct Parcel: Sendable {
+            let token: Token
+            let index: Int
+        }
+        // A loop that is never run: nothing is delivered, so invalidate drops all 3,000 at once.
+        let releases = Locked(0)
+        let idle = LoopThread(name: "idle-port-loop")
+        defer { idle.shutdown() }
+        let waiting = LoopPort<Parcel> { _ in }
+        idle.loop.add(waiting, forMode: .tracking)
+        for index in 0..<3_000 { waiting.send(Parcel(token: Token(releases), index: index)) }
+        #expect(releases.current == 0)
+        waiting.invalidate()
+        #expect(releases.current == 3_000)
+        waiting.send(Parcel(token: Token(releases), index: -1))
+        #expect(releases.current == 3_001)
+
+        // A running loop, 4 senders, and an invalidate from this thread in the middle.
+        let sent = Locked(0)
+        let delivered = Locked(0)
+        let busy = LoopThread(name: "busy-port-loop")
+        defer { busy.shutdown() }
+        do {
+            let port = LoopPort<Parcel> { _ in delivered.withLock { $0 += 1 } }
+            busy.loop.add(port, forMode: .default)
+            let finished = DispatchGroup()
+            let halfway = DispatchSemaphore(value: 0)
+            for sender in 0..<4 {
+                finished.enter()
+                Thread.detachNewThread {
+                    for index in 0..<20_000 {
+                        port.send(Parcel(token: Token(releases), index: index))
+                        sent.withLock { $0 += 1 }
+                        if sender == 0 && index == 10_000 { halfway.signal() }
+                    }
+                    finished.leave()
+                }
+            }
+            #expect(halfway.wait(timeout: .now() + 60) == .success)
+            port.invalidate()
+            #expect(!port.isValid)
+            #expect(finished.wait(timeout: .now() + 60) == .success)
+        }
+        // The loop let go of the port once it left its mode; the released count settles there.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while releases.current != 3_001 + 80_000 && ContinuousClock.now < deadline { usleep(1_000) }
+        #expect(sent.current == 80_000)
+        #expect(releases.current == 3_001 + 80_000)
+        #expect(delivered.current <= 80_000)
+    }
+
+    /// A port released with messages waiting (never invalidated, never added) releases them.
+    @Test func aPortLetGoOfReleasesItsWaitingMessages() {
+        final class Token: Sendable {
+            let releases: Locked<Int>
+            init(_ releases: Locked<Int>) { self.releases = releases }
+            deinit { releases.withLock { $0 += 1 } }
+        }
+        let releases = Locked(0)
+        do {
+            let port = LoopPort<Token> { _ in }
+            for _ in 0..<1_000 { port.send(Token(releases)) }
+            #expect(releases.current == 0)
+        }
+        #expect(releases.current == 1_000)
+    }
 }

@@ -8,194 +8,110 @@ import Synchronization
 /// Linux, `add(Port())` traps). A port belongs to one loop, which keeps it (and its handler) alive
 /// while it is in one of the loop's modes, whether or not the caller keeps a reference.
 ///
-/// Messages are stored by value in chunks the port reuses: once a steady stream has as many as
-/// it needs, a port whose `Message` holds no references allocates nothing per message.
+/// Messages are stored by value in chunks the port reuses, and a send takes no lock (one atomic
+/// add claims its place), so senders never wait for each other. Once a steady stream has as many
+/// chunks as it needs, a port whose `Message` holds no references allocates nothing per message.
 public final class LoopPort<Message: Sendable>: @unchecked Sendable {
-    /// Messages sent and not yet delivered: the ones sent since the loop last took them, and the
-    /// batch the loop is delivering.
-    ///
-    /// Senders append to `incoming` under `word`; the loop takes them all at once by trading
-    /// chunks with `batch`, its own, which it delivers from without the lock. The chunks a
-    /// delivery empties go back to the senders with the next take, so a steady stream allocates
-    /// nothing.
+    /// Messages sent and not yet delivered, in a queue senders add to without a lock
+    /// (`PortChannel`, which this adds the message type to).
     ///
     /// A message's path (`append`, the loop of `deliver`) is inlinable, so that it is compiled in
     /// the caller's module for its `Message`: a struct is copied with plain moves, where generic
     /// code calls the type's value witnesses for every copy, move and destruction. What happens
-    /// once per batch (taking the messages, signalling, instruments) is not.
+    /// once per batch or chunk (taking the messages, signalling, instruments) is not.
     @usableFromInline
-    final class Mailbox: @unchecked Sendable {
-        // Groups of fields, each on cache lines of its own (64 bytes of padding between them): the
-        // senders write the second group with every message and the loop the last, and on one
-        // shared line each message would take it from the other processor.
-
-        @usableFromInline let isOpen = Atomic<Bool>(true)
-        /// Whether senders stamp their messages: an instrument listened to the loop at its last
-        /// delivery (a relaxed hint; the first batch after an instrument attaches goes unstamped).
-        @usableFromInline let stamps = Atomic<Bool>(false)
-        private let separatesSenders = CacheLinePadding()
-
-        // Guarded by `word`, as the loop's inbox is (`Inbox`): a send appends in a few
-        // instructions, and a thread that finds the word taken spins instead of sleeping.
-        @usableFromInline let word = LockWord()
-        @usableFromInline @exclusivity(unchecked) var incoming = PortQueue<Message>()
-        /// Empty chunks for the senders.
-        @usableFromInline @exclusivity(unchecked) var spares = PortChunkStack()
-        /// Whether the loop will look at the port again before it sleeps, so a sender need not
-        /// signal it: set by a delivery (which makes the loop scan its ports in the next pass),
-        /// cleared when the loop finds nothing sent. A busy port is signalled once, when the loop
-        /// last found it empty, not once per batch: a signal takes the source's and the inbox's
-        /// locks, cache lines the loop also writes.
-        @exclusivity(unchecked) private var loopWillLook = false
-        /// Whether `readySince` is set, for the senders to read on their own line.
-        @usableFromInline @exclusivity(unchecked) var isReady = false
-        private let separatesReadiness = CacheLinePadding()
-
-        /// When the port became ready (a signal stamp; 0: no message since the last take): set
-        /// under the word by the first message sent after a delivery started, cleared when one
-        /// starts, read without it by the loop in every pass: on a line of its own, so that the
-        /// loop's look does not take the senders' line.
-        private let readySince = Atomic<UInt64>(0)
-        private let separatesLoop = CacheLinePadding()
-
-        // The loop's thread only.
-        @usableFromInline @exclusivity(unchecked) var batch = PortQueue<Message>()
-        /// Chunks the batch emptied, given back to `spares` with the next take.
-        @usableFromInline @exclusivity(unchecked) var emptied = PortChunkStack()
-        /// How many messages were ever moved to `batch`, and how many were handed to the handler.
-        @usableFromInline @exclusivity(unchecked) var taken = 0
-        @usableFromInline @exclusivity(unchecked) var delivered = 0
-
-        /// The most empty chunks kept for the senders: room for as many messages as the loop
-        /// keeps room for posted blocks. A burst's others go back to the allocator.
-        private var sparesKept: Int { batch.chunks(holding: BlockBuffer.retainedCapacity) }
-
-        @usableFromInline init() {}
+    final class Mailbox: PortChannel, @unchecked Sendable {
+        @usableFromInline init() {
+            super.init(layout: PortLayout(size: MemoryLayout<Message>.size, alignment: MemoryLayout<Message>.alignment))
+        }
 
         deinit {
-            incoming.release(into: &spares)
-            batch.release(into: &emptied)
-            spares.free()
-            emptied.free()
+            // Every message written and neither delivered nor dropped; the chunks go in `super`.
+            var chunk: UnsafeMutableRawPointer? = cursor
+            while let current = chunk {
+                for offset in 0..<layout.capacity { dropIfWritten(layout.slot(offset, in: current)) }
+                chunk = PortChunk.next(of: current)
+            }
         }
 
-        // The word is taken and released by hand, not through a closure: in an unspecialized
-        // build of this code a closure holding the message would make the runtime look up the
-        // metadata of its type on every send.
+        /// Writes `message` at a claimed `position` (or marks it skipped if the port is closed).
+        @inlinable @inline(__always)
+        func write(_ message: borrowing Message, at position: Int, in chunk: UnsafeMutableRawPointer, postedAt: Int64) {
+            let offset = position &- PortChunk.start(of: chunk)
+            let slot = layout.slot(offset, in: chunk)
+            let flag = layout.flag(ofSlot: slot)
+            // Read after the claim: `close` reads the tail after closing, so a position it does not
+            // drop is one whose sender sees the port closed here.
+            guard isOpen.load(ordering: .sequentiallyConsistent) else {
+                flag.pointee.store(PortChunk.skipped, ordering: .releasing)
+                return
+            }
+            slot.assumingMemoryBound(to: Message.self).initialize(to: copy message)
+            if postedAt != 0 {
+                layout.stamp(offset, in: chunk).pointee = postedAt
+                flag.pointee.store(PortChunk.stamped, ordering: .releasing)
+            } else {
+                flag.pointee.store(PortChunk.written, ordering: .releasing)
+            }
+        }
 
-        /// Appends `message`; true if it is the first since the loop last took them (the sender
-        /// signals the port, once per batch), false if the port is invalid or already signalled.
+        /// Appends `message`; true if the sender must signal the port (the loop will not look by
+        /// itself). False if the port is closed.
         @inlinable @inline(__always)
         func append(_ message: borrowing Message, postedAt: Int64) -> Bool {
-            word.lock()
-            // Checked under the word: `close` drains `incoming` after closing, so a message that
-            // finds the port open here is drained or delivered, never stranded.
-            guard isOpen.load(ordering: .relaxed) else {
-                word.unlock()
-                return false
-            }
-            incoming.append(message, postedAt: postedAt, spares: &spares)
-            let first = !isReady && markReady()
-            word.unlock()
-            return first
+            guard isOpen.load(ordering: .relaxed) else { return false }
+            let position = tail.wrappingAdd(1, ordering: .sequentiallyConsistent).oldValue
+            write(message, at: position, in: chunk(holding: position), postedAt: postedAt)
+            return mustSignal()
         }
 
-        /// Appends every element of `messages` under one lock; as `append`.
+        /// Appends every element of `messages` at consecutive positions claimed at once; as `append`.
         @inlinable
         func append(contentsOf messages: UnsafeBufferPointer<Message>, postedAt: Int64) -> Bool {
-            guard !messages.isEmpty else { return false }
-            word.lock()
-            guard isOpen.load(ordering: .relaxed) else {
-                word.unlock()
-                return false
+            guard !messages.isEmpty, isOpen.load(ordering: .relaxed) else { return false }
+            var position = tail.wrappingAdd(messages.count, ordering: .sequentiallyConsistent).oldValue
+            var chunk = chunk(holding: position)
+            for message in messages {
+                if position &- PortChunk.start(of: chunk) == layout.capacity { chunk = locate(position, from: chunk) }
+                write(message, at: position, in: chunk, postedAt: postedAt)
+                position &+= 1
             }
-            for message in messages { incoming.append(message, postedAt: postedAt, spares: &spares) }
-            let first = !isReady && markReady()
-            word.unlock()
-            return first
+            return mustSignal()
         }
 
-        /// Under the word, after the first append since the loop last took the messages: whether
-        /// the sender must signal the port (the loop will not look by itself).
-        @usableFromInline
-        func markReady() -> Bool {
-            isReady = true
-            readySince.store(LoopSource.nextSignalStamp(), ordering: .relaxed)
-            return !loopWillLook
-        }
-
-        /// A sender's posting time for an instrument (`stamps`).
-        @usableFromInline
-        static func postingTime() -> Int64 { TickClock.now }
-
-        /// Loop thread: a signal stamp while messages wait (0 while a delivery is under way), nil if
-        /// none do. The word is taken only to answer nil: from then on senders signal again.
-        func readiness() -> UInt64? {
-            if !batch.isEmpty { return 0 }
-            let since = readySince.load(ordering: .relaxed)
-            if since != 0 { return since }
-            word.lock()
-            defer { word.unlock() }
-            if incoming.isEmpty {
-                loopWillLook = false
-                return nil
-            }
-            return readySince.load(ordering: .relaxed)
-        }
-
-        /// Any thread, after the port was added to a mode, which the loop may not scan by itself:
-        /// from now on senders signal, and whether messages wait (the caller signals for them).
-        func wasAdded() -> Bool {
-            word.lock()
-            defer { word.unlock() }
-            loopWillLook = false
-            return !incoming.isEmpty
-        }
-
-        /// Takes every message sent so far under one lock and delivers them in order, without it. A
-        /// nested run inside a callout that serves the port again continues from the next message
-        /// (and may go on to newer ones), so nothing is overtaken. Ones sent meanwhile wait for the
-        /// next pass.
+        /// Delivers, in order, every message sent so far. A nested run inside a callout that
+        /// serves the port again continues from the next message (and may go on to newer ones), so
+        /// nothing is overtaken. Ones sent meanwhile wait for the next pass.
         @inlinable
         func deliver(_ handler: (Message) -> Void) {
             let loop = takeBatch()
             let last = taken
             while delivered < last, isOpen.load(ordering: .acquiring) {
-                // Moved out before the callout: a nested run delivers from the next one.
-                let postedAt = batch.firstPostedAt()
-                let message = batch.takeFirst(emptying: &emptied)
-                delivered &+= 1
+                let position = delivered
+                var chunk = cursor
+                var offset = position &- PortChunk.start(of: chunk)
+                if offset == layout.capacity {
+                    chunk = advanceCursor()
+                    offset = 0
+                }
+                let slot = layout.slot(offset, in: chunk)
+                let flag = layout.flag(ofSlot: slot)
+                var state = flag.pointee.load(ordering: .acquiring)
+                if state == PortChunk.empty { state = PortChannel.waitForWrite(flag) }
+                // Moved on before the callout: a nested run delivers from the next one.
+                delivered = position &+ 1
+                if state == PortChunk.skipped {
+                    flag.pointee.store(PortChunk.empty, ordering: .relaxed)
+                    continue
+                }
+                let postedAt = state == PortChunk.stamped ? layout.stamp(offset, in: chunk).pointee : 0
+                let message = slot.assumingMemoryBound(to: Message.self).move()
+                flag.pointee.store(PortChunk.empty, ordering: .relaxed)
                 if postedAt != 0 { dequeued(postedAt: postedAt, on: loop) }
                 handler(message)
             }
+            if delivered < taken && !isOpen.load(ordering: .acquiring) { dropRestOfBatch() }
             finishBatch(on: loop)
-        }
-
-        /// The start of `deliver`: moves the messages sent so far behind `batch`; the running loop.
-        @usableFromInline
-        func takeBatch() -> Loop {
-            let loop = Loop.current
-            let stamping = loop.stampsPostedWork
-            if stamps.load(ordering: .relaxed) != stamping { stamps.store(stamping, ordering: .relaxed) }
-            let kept = sparesKept
-            word.lock()
-            readySince.store(0, ordering: .relaxed)
-            isReady = false
-            loopWillLook = true
-            emptied.move(to: &spares, upTo: kept)
-            let count = incoming.count
-            if batch.isEmpty {
-                // The usual case: the batch was delivered; the senders start on empty chunks.
-                batch.exchange(with: &incoming)
-            } else {
-                // In a nested run, behind the rest of the outer run's batch.
-                batch.append(movingFrom: &incoming)
-            }
-            word.unlock()
-            // A burst's chunks beyond what the senders keep.
-            emptied.free()
-            taken += count
-            return loop
         }
 
         /// A stamped message is handed to the handler.
@@ -204,31 +120,47 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             loop.instrumentDequeue(.source, postedAt: postedAt)
         }
 
-        /// The end of `deliver`, whether the batch was delivered or the port invalidated.
+        /// Loop thread: the port was invalidated during a batch; the rest is dropped here.
         @usableFromInline
-        func finishBatch(on loop: Loop) {
-            // The promise made to the senders in `takeBatch`: the next pass scans the ports.
-            loop.portSignalled.store(true, ordering: .releasing)
-            if !batch.isEmpty && !isOpen.load(ordering: .acquiring) {
-                // Invalidated during the batch: the rest is dropped here, on the loop's thread.
-                delivered += batch.count
-                batch.release(into: &emptied)
-                emptied.free()
+        func dropRestOfBatch() {
+            var chunk = cursor
+            drop(from: delivered, to: taken, startingIn: &chunk)
+            delivered = taken
+        }
+
+        /// Destroys the messages at positions `from..<to`, which start in `chunk`, once their
+        /// senders wrote them, and clears their flags.
+        func drop(from: Int, to: Int, startingIn chunk: inout UnsafeMutableRawPointer) {
+            for position in from..<to {
+                var offset = position &- PortChunk.start(of: chunk)
+                if offset == layout.capacity {
+                    chunk = PortChunk.waitForNext(of: chunk)
+                    offset = 0
+                }
+                let slot = layout.slot(offset, in: chunk)
+                let flag = layout.flag(ofSlot: slot)
+                if flag.pointee.load(ordering: .acquiring) == PortChunk.empty { _ = PortChannel.waitForWrite(flag) }
+                dropIfWritten(slot)
             }
         }
 
-        /// Any thread: closes the mailbox and drops what was sent and not taken.
-        func close() {
-            isOpen.store(false, ordering: .releasing)
-            // Released after the word: a message's deinit may send to the port.
-            var dropped = PortQueue<Message>()
-            var chunks = PortChunkStack()
-            word.lock()
-            dropped.exchange(with: &incoming)
-            spares.move(to: &chunks, upTo: .max)
-            word.unlock()
-            dropped.release(into: &chunks)
-            chunks.free()
+        /// Destroys the message in `slot` if there is one, and clears its flag.
+        func dropIfWritten(_ slot: UnsafeMutableRawPointer) {
+            let flag = layout.flag(ofSlot: slot)
+            let state = flag.pointee.load(ordering: .acquiring)
+            if state == PortChunk.written || state == PortChunk.stamped {
+                slot.assumingMemoryBound(to: Message.self).deinitialize(count: 1)
+            }
+            flag.pointee.store(PortChunk.empty, ordering: .relaxed)
+        }
+
+        /// Any thread: closes the mailbox and drops what the loop had not taken, here (the loop
+        /// drops the rest of a batch it is delivering). Without a lock held: a message's deinit
+        /// may send to the port.
+        func closeAndDrop() {
+            guard let undelivered = close() else { return }
+            var chunk = undelivered.chunk
+            drop(from: undelivered.from, to: undelivered.to, startingIn: &chunk)
         }
     }
 
@@ -261,11 +193,11 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// sent after `invalidate()` are dropped.
     @inlinable
     public func send(_ message: Message) {
-        let postedAt = mailbox.stamps.load(ordering: .relaxed) ? Mailbox.postingTime() : 0
+        let postedAt = mailbox.stamps.load(ordering: .relaxed) ? PortChannel.postingTime() : 0
         if mailbox.append(message, postedAt: postedAt) { source.signal() }
     }
 
-    /// Queues `messages`, in their order, under one lock, and wakes the loop once: for a thread
+    /// Queues `messages`, in their order, at consecutive places claimed at once, and wakes the loop once: for a thread
     /// that has many messages at hand.
     ///
     /// Any thread. The messages arrive in order, after the ones this thread sent before and
@@ -274,7 +206,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     /// `invalidate()`.
     @inlinable
     public func send(contentsOf messages: some Sequence<Message>) {
-        let postedAt = mailbox.stamps.load(ordering: .relaxed) ? Mailbox.postingTime() : 0
+        let postedAt = mailbox.stamps.load(ordering: .relaxed) ? PortChannel.postingTime() : 0
         let wasFirst =
             messages.withContiguousStorageIfAvailable { mailbox.append(contentsOf: $0, postedAt: postedAt) }
             ?? Array(messages).withUnsafeBufferPointer { mailbox.append(contentsOf: $0, postedAt: postedAt) }
@@ -291,7 +223,7 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
     ///
     /// Any thread, including from inside the handler (the rest of that batch is not delivered).
     public func invalidate() {
-        mailbox.close()
+        mailbox.closeAndDrop()
         source.invalidate()
     }
 }

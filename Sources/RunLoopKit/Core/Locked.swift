@@ -61,7 +61,7 @@ package struct Locked<Value>: @unchecked Sendable {
 /// same cache line as the fields. It spins briefly, then yields the processor between attempts,
 /// so a contended thread never sleeps in the kernel for a lock that is free again nanoseconds
 /// later, and a holder that was preempted gets to run. For critical sections of a few
-/// instructions only. Inlinable for `LoopPort`'s send, which is compiled in its caller's module.
+/// instructions only.
 @usableFromInline
 struct LockWord: ~Copyable, @unchecked Sendable {
     @usableFromInline let word = Atomic<Bool>(false)

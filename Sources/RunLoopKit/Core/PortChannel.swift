@@ -1,0 +1,445 @@
+import Glibc
+import Synchronization
+
+/// The queue behind a port (`LoopPort`): many senders, one reader (the loop's thread), and no lock
+/// on a message's path.
+///
+/// A sender claims a position with one atomic add on `tail`, finds the chunk that holds it, writes
+/// the message into its slot and then the slot's flag. The loop reads positions in order, each
+/// once its flag says it was written. A sender that is preempted therefore stalls nobody but the
+/// loop, and the loop only at that one slot; with a lock, it stalled every other sender too. With
+/// 4 senders on 2 processors a lock word made 26–54 k context switches per 4 M messages (`perf`),
+/// and the port ran at 0.74–2.41× a bare mutex-guarded array; see docs/Benchmarks.md for what
+/// this queue gives (`runloop-bench --filter port`).
+///
+/// Positions count every message a port was ever sent, so each chunk covers the fixed range
+/// `start ..< start + capacity` of them, and a chunk is found from `hint` (a recent one) by
+/// walking the chunks' links. Chunks are raw memory: a header, the posting times, then the slots
+/// (a message and its flag byte). The loop recycles a chunk it has read by linking it again at
+/// the end of the list (or frees it beyond `keptAhead`), so a steady stream allocates nothing.
+///
+/// Recycling is safe once no sender can still be looking at the chunk. A sender only ever reaches
+/// a chunk from `hint`, and only after it claimed its position. So when `hint` moves past a chunk,
+/// the one that moved it reads `tail` and marks the chunk released with that figure: any sender
+/// that could still reach the chunk claimed a lower position, and it is done with the chunk once
+/// that position is written, which the loop sees before it reads past it. The loop recycles a
+/// chunk once it is released and the loop has read up to its figure.
+///
+/// Only the loop's thread reads messages, with one exception: `close` drops, on its caller's
+/// thread, what the loop had not taken yet. `takeWord` keeps the two apart, taken once per batch.
+///
+/// Not generic: what a message's type changes (its size, copying it) is in `LoopPort.Mailbox`.
+@usableFromInline
+class PortChannel: @unchecked Sendable {
+    // Groups of fields on cache lines of their own (64 bytes of padding between them). The first
+    // is read by every sender and written only when the port closes or an instrument comes or goes;
+    // the second is written by every sender; the last is the loop's.
+
+    @usableFromInline let isOpen = Atomic<Bool>(true)
+    /// Whether senders stamp their messages: an instrument listened to the loop at its last
+    /// delivery (a relaxed hint; the first batch after an instrument attaches goes unstamped).
+    @usableFromInline let stamps = Atomic<Bool>(false)
+    @usableFromInline let layout: PortLayout
+    private let separatesReaders = CacheLinePadding()
+
+    /// The next position to claim.
+    @usableFromInline let tail = Atomic<Int>(0)
+    /// A chunk at or near the one holding the newest positions (its address): senders start there.
+    @usableFromInline let hint: Atomic<Int>
+    /// Whether senders must signal the port: the loop found it empty and will not look again by
+    /// itself. Cleared by the sender that signals, and by the loop when it takes a batch.
+    @usableFromInline let asleep = Atomic<Bool>(true)
+    /// When the port became ready (a signal stamp; 0: no message since the loop last took them).
+    @usableFromInline let readySince = Atomic<UInt64>(0)
+    private let separatesSenders = CacheLinePadding()
+
+    /// Positions below this belong to the loop's batches (or were dropped by `close`): set under
+    /// `takeWord`, read by `wasAdded` from any thread.
+    private let frontier = Atomic<Int>(0)
+    private let takeWord = LockWord()
+
+    // The loop's thread only (and `deinit`).
+    /// The positions the loop ever took, and the ones it read (handed to the handler or skipped).
+    @usableFromInline @exclusivity(unchecked) final var taken = 0
+    @usableFromInline @exclusivity(unchecked) final var delivered = 0
+    /// The chunk holding position `delivered` (or ending at it).
+    @usableFromInline @exclusivity(unchecked) final var cursor: UnsafeMutableRawPointer
+    /// Chunks the loop read through, oldest first, waiting to be released (`pendingNext` links).
+    @exclusivity(unchecked) private final var pendingFirst: UnsafeMutableRawPointer?
+    @exclusivity(unchecked) private final var pendingLast: UnsafeMutableRawPointer?
+    /// The list's last chunk as the loop last saw it; senders may have linked more since.
+    @exclusivity(unchecked) private final var end: UnsafeMutableRawPointer
+    /// The most chunks kept ahead of the senders: room for as many messages as the loop keeps room
+    /// for posted blocks. A burst's others go back to the allocator.
+    private let keptAhead: Int
+
+    @usableFromInline
+    init(layout: PortLayout) {
+        self.layout = layout
+        let first = PortChunk.allocate(layout)
+        PortChunk.link(first, after: nil, start: 0)
+        hint = Atomic(Int(bitPattern: first))
+        cursor = first
+        end = first
+        keptAhead = (BlockBuffer.retainedCapacity + layout.capacity - 1) / layout.capacity
+    }
+
+    deinit {
+        // The subclass destroyed the messages; every chunk is pending or linked after `cursor`.
+        while let chunk = pendingFirst {
+            pendingFirst = PortChunk.pendingNext(of: chunk)
+            free(chunk)
+        }
+        var chunk: UnsafeMutableRawPointer? = cursor
+        while let current = chunk {
+            chunk = PortChunk.next(of: current)
+            free(current)
+        }
+    }
+
+    // MARK: Senders
+
+    /// The chunk holding `position`, which the caller claimed and has not written yet.
+    @inlinable @inline(__always)
+    final func chunk(holding position: Int) -> UnsafeMutableRawPointer {
+        let hinted = UnsafeMutableRawPointer(bitPattern: hint.load(ordering: .sequentiallyConsistent)).unsafelyUnwrapped
+        let offset = position &- PortChunk.start(of: hinted)
+        if UInt(bitPattern: offset) < UInt(bitPattern: layout.capacity) { return hinted }
+        return locate(position, from: hinted)
+    }
+
+    /// Walks from `chunk` (the hint, or a chunk holding a lower position the caller claimed) to
+    /// the chunk holding `position`, linking chunks where the list ends; moves the hint forward.
+    @usableFromInline @inline(never)
+    final func locate(_ position: Int, from chunk: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
+        var found = chunk
+        if position < PortChunk.start(of: found) {
+            // A sender claimed a later position and moved the hint past this one's chunk first.
+            repeat { found = PortChunk.previous(of: found) } while position < PortChunk.start(of: found)
+            return found
+        }
+        repeat { found = nextOrGrow(found) } while position >= PortChunk.start(of: found) &+ layout.capacity
+        advanceHint(from: chunk, to: found)
+        return found
+    }
+
+    /// The chunk after `chunk`, linked now (newly allocated) if the list ends there.
+    private func nextOrGrow(_ chunk: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
+        if let next = PortChunk.next(of: chunk) { return next }
+        let fresh = PortChunk.allocate(layout)
+        PortChunk.link(fresh, after: chunk, start: PortChunk.start(of: chunk) &+ layout.capacity)
+        if PortChunk.publish(fresh, after: chunk) { return fresh }
+        // Another sender (or the loop) linked one first: this one goes at the end, for later.
+        let next = PortChunk.next(of: chunk).unsafelyUnwrapped
+        append(fresh, from: next)
+        return next
+    }
+
+    /// Links `chunk` (in no list) after the last chunk, walking there from `from`.
+    private func append(_ chunk: UnsafeMutableRawPointer, from: UnsafeMutableRawPointer) {
+        var last = from
+        while true {
+            while let next = PortChunk.next(of: last) { last = next }
+            PortChunk.link(chunk, after: last, start: PortChunk.start(of: last) &+ layout.capacity)
+            if PortChunk.publish(chunk, after: last) { return }
+        }
+    }
+
+    /// Moves the hint from `old` to `new` (later), unless another thread moved it; the chunks it
+    /// passes are released with the tail as it is now (see the type's comment).
+    private func advanceHint(from old: UnsafeMutableRawPointer, to new: UnsafeMutableRawPointer) {
+        guard
+            hint.compareExchange(
+                expected: Int(bitPattern: old), desired: Int(bitPattern: new), ordering: .sequentiallyConsistent
+            ).exchanged
+        else { return }
+        let observed = tail.load(ordering: .sequentiallyConsistent)
+        var chunk = old
+        while chunk != new {
+            // Read before the release: from then on the loop may recycle the chunk.
+            let next = PortChunk.next(of: chunk).unsafelyUnwrapped
+            PortChunk.release(chunk, observedTail: observed)
+            chunk = next
+        }
+    }
+
+    /// After a sender wrote its message: a signal stamp for the port if it has none.
+    @usableFromInline @inline(never)
+    final func readyStamp() -> UInt64 {
+        let since = readySince.load(ordering: .relaxed)
+        if since != 0 { return since }
+        let stamp = LoopSource.nextSignalStamp()
+        let (exchanged, original) = readySince.compareExchange(expected: 0, desired: stamp, ordering: .relaxed)
+        return exchanged ? stamp : original
+    }
+
+    /// After a sender wrote its message: whether it must signal the port. The loop sets `asleep`
+    /// before it looks at `tail` a last time, and a sender reads it after its add to `tail`: one of
+    /// the two sees the other.
+    @inlinable @inline(__always)
+    final func mustSignal() -> Bool {
+        if readySince.load(ordering: .relaxed) == 0 { _ = readyStamp() }
+        return asleep.load(ordering: .sequentiallyConsistent)
+            && asleep.exchange(false, ordering: .sequentiallyConsistent)
+    }
+
+    /// A sender's posting time for an instrument (`stamps`).
+    @usableFromInline
+    static func postingTime() -> Int64 { TickClock.now }
+
+    // MARK: The loop
+
+    /// Loop thread: a signal stamp while messages wait (0 while a delivery is under way), nil if
+    /// none do; in that case, from now on senders signal.
+    final func readiness() -> UInt64? {
+        if delivered != taken { return 0 }
+        guard isOpen.load(ordering: .relaxed) else { return nil }
+        if tail.load(ordering: .sequentiallyConsistent) != taken { return readyStamp() }
+        asleep.store(true, ordering: .sequentiallyConsistent)
+        if tail.load(ordering: .sequentiallyConsistent) != taken { return readyStamp() }
+        return nil
+    }
+
+    /// Any thread, after the port was added to a mode, which the loop may not scan by itself:
+    /// from now on senders signal, and whether messages wait (the caller signals for them).
+    final func wasAdded() -> Bool {
+        asleep.store(true, ordering: .sequentiallyConsistent)
+        return tail.load(ordering: .sequentiallyConsistent) != frontier.load(ordering: .relaxed)
+    }
+
+    /// The start of a delivery: takes every position claimed so far; the running loop.
+    @usableFromInline
+    final func takeBatch() -> Loop {
+        let loop = Loop.current
+        let stamping = loop.stampsPostedWork
+        if stamps.load(ordering: .relaxed) != stamping { stamps.store(stamping, ordering: .relaxed) }
+        takeWord.lock()
+        if isOpen.load(ordering: .relaxed) {
+            readySince.store(0, ordering: .relaxed)
+            // The promise `finishBatch` keeps: the next pass looks at the port.
+            asleep.store(false, ordering: .relaxed)
+            taken = tail.load(ordering: .sequentiallyConsistent)
+            frontier.store(taken, ordering: .relaxed)
+        }
+        takeWord.unlock()
+        return loop
+    }
+
+    /// The chunk after the cursor's, which the loop has read through: the cursor moves there. Its
+    /// sender may still be linking it.
+    @usableFromInline @inline(never)
+    final func advanceCursor() -> UnsafeMutableRawPointer {
+        let passed = cursor
+        let next = PortChunk.waitForNext(of: passed)
+        PortChunk.setPendingNext(of: passed, nil)
+        if let last = pendingLast { PortChunk.setPendingNext(of: last, passed) } else { pendingFirst = passed }
+        pendingLast = passed
+        cursor = next
+        return next
+    }
+
+    /// Loop thread, the end of a delivery: keeps the promise made in `takeBatch` and recycles the
+    /// chunks no sender can reach any more.
+    @usableFromInline
+    final func finishBatch(on loop: Loop) {
+        loop.portSignalled.store(true, ordering: .releasing)
+        guard isOpen.load(ordering: .relaxed) else { return }
+        while let chunk = pendingFirst, let observed = PortChunk.observedTail(of: chunk), delivered >= observed {
+            pendingFirst = PortChunk.pendingNext(of: chunk)
+            if pendingFirst == nil { pendingLast = nil }
+            recycle(chunk)
+        }
+    }
+
+    /// Links a chunk the loop read through at the end of the list, or frees it if enough wait there.
+    private func recycle(_ chunk: UnsafeMutableRawPointer) {
+        if PortChunk.start(of: end) < PortChunk.start(of: cursor) { end = cursor }
+        var last = end
+        while let next = PortChunk.next(of: last) { last = next }
+        end = last
+        let ahead = (PortChunk.start(of: last) &+ layout.capacity &- tail.load(ordering: .relaxed)) / layout.capacity
+        guard ahead < keptAhead else { return free(chunk) }
+        PortChunk.reset(chunk)
+        append(chunk, from: last)
+        end = chunk
+    }
+
+    /// Any thread: closes the channel, and returns the positions the loop had not taken (every
+    /// sender that claimed one of them writes it or marks it skipped) and the chunk holding the
+    /// first. The caller drops their messages. Nil if it was closed already.
+    final func close() -> (chunk: UnsafeMutableRawPointer, from: Int, to: Int)? {
+        guard isOpen.exchange(false, ordering: .sequentiallyConsistent) else { return nil }
+        takeWord.lock()
+        let from = frontier.load(ordering: .relaxed)
+        // Read after the store above: a sender that claims a later position sees the port closed.
+        let to = tail.load(ordering: .sequentiallyConsistent)
+        frontier.store(to, ordering: .relaxed)
+        takeWord.unlock()
+        guard from < to else { return nil }
+        // From the hint, read after the tail: the loop reads no further than `from`, and a chunk
+        // the hint moves past from now on is released with a tail of at least `to`, so none of the
+        // chunks walked here is recycled meanwhile.
+        let hinted = UnsafeMutableRawPointer(bitPattern: hint.load(ordering: .sequentiallyConsistent)).unsafelyUnwrapped
+        var chunk = hinted
+        while from < PortChunk.start(of: chunk) { chunk = PortChunk.previous(of: chunk) }
+        while from >= PortChunk.start(of: chunk) &+ layout.capacity { chunk = PortChunk.waitForNext(of: chunk) }
+        return (chunk, from, to)
+    }
+
+    /// The flag of the slot at `offset` of `chunk` once its sender wrote it (or marked it skipped):
+    /// the slot's position was claimed, so that is a few instructions away unless the sender was
+    /// preempted, and then it gets the processor.
+    @usableFromInline @inline(never)
+    static func waitForWrite(_ flag: UnsafeMutablePointer<Atomic<UInt8>>) -> UInt8 {
+        var spins = 0
+        while true {
+            let state = flag.pointee.load(ordering: .acquiring)
+            if state != PortChunk.empty { return state }
+            spins += 1
+            if spins >= 64 { Platform.yieldProcessor() } else { Platform.cpuRelax() }
+        }
+    }
+}
+
+/// Where things are in a port's chunks, for its message type.
+@usableFromInline
+struct PortLayout: Sendable {
+    /// Slots per chunk.
+    @usableFromInline let capacity: Int
+    /// Bytes per slot: the message, then its flag byte, rounded up to the message's alignment.
+    @usableFromInline let slotStride: Int
+    /// Where in a slot the flag is.
+    @usableFromInline let flagOffset: Int
+    /// Where in a chunk the slots begin.
+    @usableFromInline let slotsOffset: Int
+    /// Bytes of one chunk.
+    let bytes: Int
+
+    @usableFromInline
+    init(size: Int, alignment: Int) {
+        flagOffset = size
+        slotStride = (size + 1 + alignment - 1) / alignment * alignment
+        // About 16 KiB of slots a chunk (8 at the least).
+        capacity = max(8, min(256, 16_384 / slotStride))
+        let stampsEnd = PortChunk.stampsOffset + capacity * MemoryLayout<Int64>.stride
+        let slotAlignment = max(alignment, 16)
+        slotsOffset = (stampsEnd + slotAlignment - 1) / slotAlignment * slotAlignment
+        bytes = slotsOffset + capacity * slotStride
+    }
+
+    @inlinable @inline(__always)
+    func slot(_ offset: Int, in chunk: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
+        chunk + (slotsOffset &+ offset &* slotStride)
+    }
+
+    @inlinable @inline(__always)
+    func flag(ofSlot slot: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt8>> {
+        (slot + flagOffset).assumingMemoryBound(to: Atomic<UInt8>.self)
+    }
+
+    @inlinable @inline(__always)
+    func stamp(_ offset: Int, in chunk: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Int64> {
+        (chunk + PortChunk.stampsOffset).assumingMemoryBound(to: Int64.self) + offset
+    }
+}
+
+/// A chunk's header (64 bytes): the next chunk (atomic: senders link chunks), the previous one and
+/// the first position (set before the chunk is linked), the released mark (atomic: 0, or the tail
+/// observed when the hint moved past it, plus 1), and the loop's link in its pending list.
+@usableFromInline
+enum PortChunk {
+    /// A slot's flag: not written yet, a message, a message with its posting time, or a position
+    /// its sender skipped (the port was closed).
+    @inlinable static var empty: UInt8 { 0 }
+    @inlinable static var written: UInt8 { 1 }
+    @inlinable static var stamped: UInt8 { 2 }
+    @inlinable static var skipped: UInt8 { 3 }
+
+    /// Where a chunk's posting times begin.
+    @inlinable static var stampsOffset: Int { 64 }
+
+    static func allocate(_ layout: PortLayout) -> UnsafeMutableRawPointer {
+        guard let memory = malloc(layout.bytes) else { fatalError("RunLoopKit: out of memory for a port's messages") }
+        memory.bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(0))
+        (memory + 24).bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(0))
+        for offset in 0..<layout.capacity {
+            let flag = layout.slot(offset, in: memory) + layout.flagOffset
+            flag.bindMemory(to: Atomic<UInt8>.self, capacity: 1).initialize(to: Atomic(empty))
+        }
+        return memory
+    }
+
+    private static func nextWord(_ chunk: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int>> {
+        chunk.assumingMemoryBound(to: Atomic<Int>.self)
+    }
+
+    private static func releasedWord(_ chunk: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int>> {
+        (chunk + 24).assumingMemoryBound(to: Atomic<Int>.self)
+    }
+
+    @inlinable @inline(__always)
+    static func start(of chunk: UnsafeMutableRawPointer) -> Int {
+        chunk.load(fromByteOffset: 16, as: Int.self)
+    }
+
+    static func previous(of chunk: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
+        chunk.load(fromByteOffset: 8, as: UnsafeMutableRawPointer?.self).unsafelyUnwrapped
+    }
+
+    static func next(of chunk: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+        UnsafeMutableRawPointer(bitPattern: nextWord(chunk).pointee.load(ordering: .acquiring))
+    }
+
+    /// The next chunk, once the sender that claimed a position in it has linked it.
+    static func waitForNext(of chunk: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
+        var spins = 0
+        while true {
+            if let next = next(of: chunk) { return next }
+            spins += 1
+            if spins >= 64 { Platform.yieldProcessor() } else { Platform.cpuRelax() }
+        }
+    }
+
+    /// Sets the fields of a chunk about to be linked after `previous`.
+    static func link(_ chunk: UnsafeMutableRawPointer, after previous: UnsafeMutableRawPointer?, start: Int) {
+        chunk.storeBytes(of: previous, toByteOffset: 8, as: UnsafeMutableRawPointer?.self)
+        chunk.storeBytes(of: start, toByteOffset: 16, as: Int.self)
+    }
+
+    /// Links `chunk` after `previous` if nothing is linked there yet.
+    static func publish(_ chunk: UnsafeMutableRawPointer, after previous: UnsafeMutableRawPointer) -> Bool {
+        nextWord(previous).pointee.compareExchange(
+            expected: 0, desired: Int(bitPattern: chunk), ordering: .acquiringAndReleasing
+        ).exchanged
+    }
+
+    /// Empties the header of a chunk the loop read through (its flags were cleared as it read).
+    static func reset(_ chunk: UnsafeMutableRawPointer) {
+        nextWord(chunk).pointee.store(0, ordering: .relaxed)
+        releasedWord(chunk).pointee.store(0, ordering: .relaxed)
+    }
+
+    static func release(_ chunk: UnsafeMutableRawPointer, observedTail: Int) {
+        releasedWord(chunk).pointee.store(observedTail &+ 1, ordering: .releasing)
+    }
+
+    /// The tail observed when the chunk was released; nil if it was not.
+    static func observedTail(of chunk: UnsafeMutableRawPointer) -> Int? {
+        let mark = releasedWord(chunk).pointee.load(ordering: .acquiring)
+        return mark == 0 ? nil : mark &- 1
+    }
+
+    static func pendingNext(of chunk: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+        chunk.load(fromByteOffset: 32, as: UnsafeMutableRawPointer?.self)
+    }
+
+    static func setPendingNext(of chunk: UnsafeMutableRawPointer, _ next: UnsafeMutableRawPointer?) {
+        chunk.storeBytes(of: next, toByteOffset: 32, as: UnsafeMutableRawPointer?.self)
+    }
+}
+
+/// 64 bytes of nothing, stored between fields that different processors write so that they never
+/// share a cache line.
+struct CacheLinePadding {
+    private let words: (Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0)
+}
