@@ -516,18 +516,20 @@ import Testing
             let token: Token
             let index: Int
         }
-        // A loop that is never run: nothing is delivered, so invalidate drops all 3,000 at once.
+        // A loop that is never run: nothing is delivered, so invalidate drops all 100,000 at once.
+        // They are more than the senders may run ahead of the loop before yielding: a yield is not a
+        // wait, so the sends all return.
         let releases = Locked(0)
         let idle = LoopThread(name: "idle-port-loop")
         defer { idle.shutdown() }
         let waiting = LoopPort<Parcel> { _ in }
         idle.loop.add(waiting, forMode: .tracking)
-        for index in 0..<3_000 { waiting.send(Parcel(token: Token(releases), index: index)) }
+        for index in 0..<100_000 { waiting.send(Parcel(token: Token(releases), index: index)) }
         #expect(releases.current == 0)
         waiting.invalidate()
-        #expect(releases.current == 3_000)
+        #expect(releases.current == 100_000)
         waiting.send(Parcel(token: Token(releases), index: -1))
-        #expect(releases.current == 3_001)
+        #expect(releases.current == 100_001)
 
         // A running loop, 4 senders, and an invalidate from this thread in the middle.
         let sent = Locked(0)
@@ -557,9 +559,9 @@ import Testing
         }
         // The loop let go of the port once it left its mode; the released count settles there.
         let deadline = ContinuousClock.now + .seconds(30)
-        while releases.current != 3_001 + 80_000 && ContinuousClock.now < deadline { usleep(1_000) }
+        while releases.current != 100_001 + 80_000 && ContinuousClock.now < deadline { usleep(1_000) }
         #expect(sent.current == 80_000)
-        #expect(releases.current == 3_001 + 80_000)
+        #expect(releases.current == 100_001 + 80_000)
         #expect(delivered.current <= 80_000)
     }
 
