@@ -335,7 +335,7 @@ struct PortLayout: Sendable {
         // About 16 KiB of slots a chunk (8 at the least).
         capacity = max(8, min(256, 16_384 / slotStride))
         let stampsEnd = PortChunk.stampsOffset + capacity * MemoryLayout<Int64>.stride
-        let slotAlignment = max(alignment, 16)
+        let slotAlignment = max(alignment, 64)
         slotsOffset = (stampsEnd + slotAlignment - 1) / slotAlignment * slotAlignment
         bytes = slotsOffset + capacity * slotStride
     }
@@ -372,7 +372,13 @@ enum PortChunk {
     @inlinable static var stampsOffset: Int { 64 }
 
     static func allocate(_ layout: PortLayout) -> UnsafeMutableRawPointer {
-        guard let memory = malloc(layout.bytes) else { fatalError("RunLoopKit: out of memory for a port's messages") }
+        // On a cache line's boundary, as the slots are: a slot of 32 bytes (a three-word message
+        // and its flag) is then never split across two lines, which the loop would fetch one by one
+        // from the processor that wrote them.
+        var allocated: UnsafeMutableRawPointer?
+        guard posix_memalign(&allocated, 64, layout.bytes) == 0, let memory = allocated else {
+            fatalError("RunLoopKit: out of memory for a port's messages")
+        }
         memory.bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(0))
         (memory + 24).bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(0))
         for offset in 0..<layout.capacity {
