@@ -76,19 +76,14 @@ struct LockWord: ~Copyable, @unchecked Sendable {
 
     @usableFromInline @inline(never)
     func lockContended() {
-        var spins = 0
+        var wait = SpinWait()
         while true {
             if !word.load(ordering: .relaxed),
                 word.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
             {
                 return
             }
-            spins += 1
-            if spins >= 64 {
-                Platform.yieldProcessor()
-            } else {
-                Platform.cpuRelax()
-            }
+            wait.pause()
         }
     }
 
@@ -107,6 +102,18 @@ struct LockWord: ~Copyable, @unchecked Sendable {
         lock()
         defer { unlock() }
         return try body()
+    }
+}
+
+/// Waiting for another thread that is a few instructions from done (a lock word's holder, a port's
+/// sender between its claim and its write): spins briefly, then yields the processor between
+/// looks, so that a thread that was preempted gets to run.
+struct SpinWait {
+    private var spins = 0
+
+    mutating func pause() {
+        spins += 1
+        if spins >= 64 { Platform.yieldProcessor() } else { Platform.cpuRelax() }
     }
 }
 

@@ -304,12 +304,11 @@ class PortChannel: @unchecked Sendable {
     /// preempted, and then it gets the processor.
     @usableFromInline @inline(never)
     static func waitForWrite(_ flag: UnsafeMutablePointer<Atomic<UInt8>>) -> UInt8 {
-        var spins = 0
+        var wait = SpinWait()
         while true {
             let state = flag.pointee.load(ordering: .acquiring)
             if state != PortChunk.empty { return state }
-            spins += 1
-            if spins >= 64 { Platform.yieldProcessor() } else { Platform.cpuRelax() }
+            wait.pause()
         }
     }
 }
@@ -411,11 +410,10 @@ enum PortChunk {
 
     /// The next chunk, once the sender that claimed a position in it has linked it.
     static func waitForNext(of chunk: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
-        var spins = 0
+        var wait = SpinWait()
         while true {
             if let next = next(of: chunk) { return next }
-            spins += 1
-            if spins >= 64 { Platform.yieldProcessor() } else { Platform.cpuRelax() }
+            wait.pause()
         }
     }
 
