@@ -401,7 +401,7 @@ import Testing
             "sender \(onSender), loop \(onLoop) allocations")
     }
 
-    /// 8 threads × 60,000 messages, sent one by one and in calls of 1 to 700 (across the 256-slot
+    /// 8 threads × 60,000 messages, sent one by one and in calls of 1 to 700 (across the 509-slot
     /// chunks), while the handler runs a nested run every 5,000th message: each sender's messages
     /// arrive once and in order, whoever is preempted where.
     @Test func manySendersAcrossManyChunksKeepTheirOrder() {
@@ -453,7 +453,7 @@ import Testing
         #expect(tally.nested > 0)
     }
 
-    /// Messages of no size and of 2 KiB (8 to a chunk) from 4 threads: all arrive, intact.
+    /// Messages of no size and of 2 KiB (8 to a chunk of their own, from malloc) from 4 threads: all arrive, intact.
     @Test func emptyAndLargeMessagesArriveIntact() {
         struct Large: Sendable {
             var words = InlineArray<256, Int>(repeating: 0)

@@ -87,28 +87,38 @@ public final class LoopPort<Message: Sendable>: @unchecked Sendable {
             let loop = takeBatch()
             let last = taken
             while delivered < last, isOpen.load(ordering: .acquiring) {
-                let position = delivered
                 var chunk = cursor
-                var offset = position &- PortChunk.start(of: chunk)
-                if offset == layout.capacity {
+                var start = PortChunk.start(of: chunk)
+                if delivered &- start == layout.capacity {
                     chunk = advanceCursor()
-                    offset = 0
+                    start = PortChunk.start(of: chunk)
                 }
-                let slot = layout.slot(offset, in: chunk)
-                let flag = layout.flag(ofSlot: slot)
-                var state = flag.pointee.load(ordering: .acquiring)
-                if state == PortChunk.empty { state = PortChannel.waitForWrite(flag) }
-                // Moved on before the callout: a nested run delivers from the next one.
-                delivered = position &+ 1
-                if state == PortChunk.skipped {
+                // This chunk's part of the batch, walked with a pointer: a handler that runs the
+                // loop again (which may deliver on from here) or invalidates the port ends the walk.
+                var position = delivered
+                let end = min(last, start &+ layout.capacity)
+                var slot = layout.slot(position &- start, in: chunk)
+                repeat {
+                    let flag = layout.flag(ofSlot: slot)
+                    var state = flag.pointee.load(ordering: .acquiring)
+                    if state == PortChunk.empty { state = PortChannel.waitForWrite(flag) }
+                    // Moved on before the callout: a nested run delivers from the next one.
+                    position &+= 1
+                    delivered = position
+                    if state == PortChunk.skipped {
+                        // Its sender found the port closed: so will the loop, above.
+                        flag.pointee.store(PortChunk.empty, ordering: .relaxed)
+                        break
+                    }
+                    let offset = position &- 1 &- start
+                    let postedAt = state == PortChunk.stamped ? layout.stamp(offset, in: chunk).pointee : 0
+                    let message = slot.assumingMemoryBound(to: Message.self).move()
                     flag.pointee.store(PortChunk.empty, ordering: .relaxed)
-                    continue
-                }
-                let postedAt = state == PortChunk.stamped ? layout.stamp(offset, in: chunk).pointee : 0
-                let message = slot.assumingMemoryBound(to: Message.self).move()
-                flag.pointee.store(PortChunk.empty, ordering: .relaxed)
-                if postedAt != 0 { dequeued(postedAt: postedAt, on: loop) }
-                handler(message)
+                    if postedAt != 0 { dequeued(postedAt: postedAt, on: loop) }
+                    handler(message)
+                    if delivered != position || !isOpen.load(ordering: .acquiring) { break }
+                    slot += layout.slotStride
+                } while position < end
             }
             if delivered < taken && !isOpen.load(ordering: .acquiring) { dropRestOfBatch() }
             finishBatch(on: loop)

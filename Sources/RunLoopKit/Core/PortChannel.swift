@@ -15,8 +15,9 @@ import Synchronization
 /// Positions count every message a port was ever sent, so each chunk covers the fixed range
 /// `start ..< start + capacity` of them, and a chunk is found from `hint` (a recent one) by
 /// walking the chunks' links. Chunks are raw memory: a header, the posting times, then the slots
-/// (a message and its flag byte). The loop recycles a chunk it has read by linking it again at
-/// the end of the list (or frees it beyond `keptAhead`), so a steady stream allocates nothing.
+/// (a message and its flag byte), in a block of `PortChunkStore`. The loop recycles a chunk it has
+/// read by linking it again at the end of the list (or gives it back to the store beyond
+/// `keptAhead`), so a steady stream takes no memory.
 ///
 /// Recycling is safe once no sender can still be looking at the chunk. A sender only ever reaches
 /// a chunk from `hint`, and only after it claimed its position. So when `hint` moves past a chunk,
@@ -78,7 +79,7 @@ class PortChannel: @unchecked Sendable {
     /// The list's last chunk as the loop last saw it; senders may have linked more since.
     @exclusivity(unchecked) private final var end: UnsafeMutableRawPointer
     /// The most chunks kept ahead of the senders: room for as many messages as the loop keeps room
-    /// for posted blocks. A burst's others go back to the allocator.
+    /// for posted blocks. A burst's others go back to the store.
     private let keptAhead: Int
     /// How far senders may run ahead of the loop before they yield: as many as are kept ahead.
     private let backlogLimit: Int
@@ -99,12 +100,12 @@ class PortChannel: @unchecked Sendable {
         // The subclass destroyed the messages; every chunk is pending or linked after `cursor`.
         while let chunk = pendingFirst {
             pendingFirst = PortChunk.pendingNext(of: chunk)
-            free(chunk)
+            PortChunk.deallocate(chunk, layout)
         }
         var chunk: UnsafeMutableRawPointer? = cursor
         while let current = chunk {
             chunk = PortChunk.next(of: current)
-            free(current)
+            PortChunk.deallocate(current, layout)
         }
     }
 
@@ -271,7 +272,7 @@ class PortChannel: @unchecked Sendable {
         while let next = PortChunk.next(of: last) { last = next }
         end = last
         let ahead = (PortChunk.start(of: last) &+ layout.capacity &- tail.load(ordering: .relaxed)) / layout.capacity
-        guard ahead < keptAhead else { return free(chunk) }
+        guard ahead < keptAhead else { return PortChunk.deallocate(chunk, layout) }
         PortChunk.reset(chunk)
         append(chunk, from: last)
         end = chunk
@@ -326,17 +327,28 @@ struct PortLayout: Sendable {
     @usableFromInline let slotsOffset: Int
     /// Bytes of one chunk.
     let bytes: Int
+    /// Whether a chunk is a block of `PortChunkStore` (or memory from malloc, for large messages).
+    let isStored: Bool
 
     @usableFromInline
     init(size: Int, alignment: Int) {
         flagOffset = size
         slotStride = (size + 1 + alignment - 1) / alignment * alignment
-        // About 16 KiB of slots a chunk (8 at the least).
-        capacity = max(8, min(256, 16_384 / slotStride))
-        let stampsEnd = PortChunk.stampsOffset + capacity * MemoryLayout<Int64>.stride
         let slotAlignment = max(alignment, 64)
-        slotsOffset = (stampsEnd + slotAlignment - 1) / slotAlignment * slotAlignment
-        bytes = slotsOffset + capacity * slotStride
+        func slotsOffset(_ capacity: Int) -> Int {
+            let stampsEnd = PortChunk.stampsOffset + capacity * MemoryLayout<Int64>.stride
+            return (stampsEnd + slotAlignment - 1) / slotAlignment * slotAlignment
+        }
+        // As many slots as fill a block of the store (408 of a three-word message), or 8 in a chunk
+        // of their own where 8 do not fit.
+        var capacity = (PortChunkStore.blockBytes - PortChunk.stampsOffset) / (slotStride + MemoryLayout<Int64>.stride)
+        while capacity >= 8 && slotsOffset(capacity) + capacity * slotStride > PortChunkStore.blockBytes {
+            capacity -= 1
+        }
+        isStored = capacity >= 8
+        self.capacity = max(8, capacity)
+        self.slotsOffset = slotsOffset(self.capacity)
+        bytes = self.slotsOffset + self.capacity * slotStride
     }
 
     @inlinable @inline(__always)
@@ -373,11 +385,18 @@ enum PortChunk {
     static func allocate(_ layout: PortLayout) -> UnsafeMutableRawPointer {
         // On a cache line's boundary, as the slots are: a slot of 32 bytes (a three-word message
         // and its flag) is then never split across two lines, which the loop would fetch one by one
-        // from the processor that wrote them.
-        var allocated: UnsafeMutableRawPointer?
-        guard posix_memalign(&allocated, 64, layout.bytes) == 0, let memory = allocated else {
-            fatalError("RunLoopKit: out of memory for a port's messages")
+        // from the processor that wrote them. A block of the store starts on a page.
+        let memory: UnsafeMutableRawPointer
+        if layout.isStored {
+            memory = PortChunkStore.shared.take()
+        } else {
+            var allocated: UnsafeMutableRawPointer?
+            guard posix_memalign(&allocated, 64, layout.bytes) == 0, let large = allocated else {
+                fatalError("RunLoopKit: out of memory for a port's messages")
+            }
+            memory = large
         }
+        // A block another port gave back holds its bytes: every flag is set here.
         memory.bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(0))
         (memory + 24).bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(0))
         for offset in 0..<layout.capacity {
@@ -385,6 +404,11 @@ enum PortChunk {
             flag.bindMemory(to: Atomic<UInt8>.self, capacity: 1).initialize(to: Atomic(empty))
         }
         return memory
+    }
+
+    /// Gives back a chunk no sender or reader can reach any more.
+    static func deallocate(_ chunk: UnsafeMutableRawPointer, _ layout: PortLayout) {
+        if layout.isStored { PortChunkStore.shared.give(chunk) } else { free(chunk) }
     }
 
     private static func nextWord(_ chunk: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int>> {
