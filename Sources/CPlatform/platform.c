@@ -13,6 +13,48 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#include <sanitizer/asan_interface.h>
+#define RLK_ADDRESS_SANITIZER 1
+#endif
+#endif
+
+void rlk_poison_memory(void *address, size_t bytes) {
+#ifdef RLK_ADDRESS_SANITIZER
+    __asan_poison_memory_region(address, bytes);
+#else
+    (void)address;
+    (void)bytes;
+#endif
+}
+
+void rlk_unpoison_memory(void *address, size_t bytes) {
+#ifdef RLK_ADDRESS_SANITIZER
+    __asan_unpoison_memory_region(address, bytes);
+#else
+    (void)address;
+    (void)bytes;
+#endif
+}
+
+int rlk_memory_is_poisoned(void *address) {
+#ifdef RLK_ADDRESS_SANITIZER
+    return __asan_address_is_poisoned(address);
+#else
+    (void)address;
+    return 0;
+#endif
+}
+
+int rlk_address_sanitizer_enabled(void) {
+#ifdef RLK_ADDRESS_SANITIZER
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 __thread void *rlk_current_loop __attribute__((tls_model("initial-exec"))) = NULL;
 
 int rlk_gettid(void) {

@@ -151,6 +151,16 @@ int rlk_spawn_add_chdir(posix_spawn_file_actions_t *actions, const char *path);
 int rlk_main_queue_handle(void);
 void rlk_main_queue_drain(void);
 
+/// Under AddressSanitizer, marks `bytes` at `address` as not to be touched (`poison`) or usable
+/// again (`unpoison`), for memory RunLoopKit hands out itself (a port's chunks), so that a use
+/// after it was given back is reported as malloc's would be. Nothing in other builds; 1 from
+/// `rlk_address_sanitizer_enabled` when it is on, and from `rlk_memory_is_poisoned` for a
+/// poisoned byte.
+void rlk_poison_memory(void *address, size_t bytes);
+void rlk_unpoison_memory(void *address, size_t bytes);
+int rlk_memory_is_poisoned(void *address);
+int rlk_address_sanitizer_enabled(void);
+
 /// A spin-wait hint (`pause` on x86, `yield` on Arm): lets a sibling hardware thread run and
 /// saves power while the loop polls for work before sleeping.
 static inline void rlk_cpu_relax(void) {

@@ -26,6 +26,9 @@ final class PortChunkStore: @unchecked Sendable {
     /// Bytes of a block: a multiple of the page size, and every block starts on a page (so on a
     /// cache line, as `PortLayout` wants).
     static let blockBytes = 16 * 1024
+    /// The start of a free resident block, which links it to the next one: AddressSanitizer's
+    /// granule (8 bytes) holding a pointer.
+    private static let linkBytes = 8
 
     /// Blocks cut from one mapping (64: 1 MiB).
     let blocksPerMapping: Int
@@ -53,7 +56,11 @@ final class PortChunkStore: @unchecked Sendable {
 
     /// Only a store whose blocks all came back goes away (`shared` never does).
     deinit {
-        for mapping in mappings { Platform.unmapMemory(mapping, bytes: Self.blockBytes * blocksPerMapping) }
+        for mapping in mappings {
+            // Unmarked first: the addresses may be mapped again for anything.
+            Platform.markInUse(mapping, bytes: Self.blockBytes * blocksPerMapping)
+            Platform.unmapMemory(mapping, bytes: Self.blockBytes * blocksPerMapping)
+        }
     }
 
     /// A block of `blockBytes`; its bytes are what its last user left (zeros if it had none, or
@@ -64,9 +71,13 @@ final class PortChunkStore: @unchecked Sendable {
         if let block = resident {
             resident = block.load(as: UnsafeMutableRawPointer?.self)
             residentCount -= 1
+            Platform.markInUse(block, bytes: Self.blockBytes)
             return block
         }
-        if let block = discarded.popLast() { return block }
+        if let block = discarded.popLast() {
+            Platform.markInUse(block, bytes: Self.blockBytes)
+            return block
+        }
         if uncutBlocks == 0 {
             switch Platform.mapMemory(Self.blockBytes * blocksPerMapping) {
             case .success(let mapping):
@@ -89,12 +100,15 @@ final class PortChunkStore: @unchecked Sendable {
             block.storeBytes(of: resident, as: UnsafeMutableRawPointer?.self)
             resident = block
             residentCount += 1
+            // Under AddressSanitizer, touching a block given back is reported (its link excepted).
+            Platform.markReleased(block + Self.linkBytes, bytes: Self.blockBytes - Self.linkBytes)
             word.unlock()
             return
         }
         word.unlock()
         // Outside the lock: a system call. Until it is listed, no one can take the block.
         Platform.discardMemory(block, bytes: Self.blockBytes)
+        Platform.markReleased(block, bytes: Self.blockBytes)
         word.lock()
         discarded.append(block)
         word.unlock()

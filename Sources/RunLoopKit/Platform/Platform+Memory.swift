@@ -1,3 +1,4 @@
+internal import CPlatform
 import Glibc
 
 // Memory mapped for RunLoopKit's own stores (ports' chunks: PortChunkStore.swift). The EINTR rule:
@@ -12,6 +13,25 @@ extension Platform {
         guard let address, address != MAP_FAILED else { return .failure(.current) }
         return .success(address)
     }
+
+    /// Under AddressSanitizer, marks memory RunLoopKit handed out itself as given back: a later
+    /// access is reported as a use after free. Nothing in other builds.
+    static func markReleased(_ address: UnsafeMutableRawPointer, bytes: Int) {
+        rlk_poison_memory(address, bytes)
+    }
+
+    /// Undoes `markReleased`, as the memory is handed out again.
+    static func markInUse(_ address: UnsafeMutableRawPointer, bytes: Int) {
+        rlk_unpoison_memory(address, bytes)
+    }
+
+    /// Whether the byte at `address` is marked released (always false without AddressSanitizer).
+    static func isMarkedReleased(_ address: UnsafeMutableRawPointer) -> Bool {
+        rlk_memory_is_poisoned(address) != 0
+    }
+
+    /// Whether the C side was built with AddressSanitizer (so `markReleased` does something).
+    static var checksAddresses: Bool { rlk_address_sanitizer_enabled() != 0 }
 
     /// `munmap`: the range's addresses and memory go back to the kernel. Fails only on a
     /// programmer error (an unaligned range), which is not reported.
