@@ -12,7 +12,9 @@ import Testing
         let store = PortChunkStore(blocksPerMapping: 4, residentLimit: 3)
         let bytes = PortChunkStore.blockBytes
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-        let blocks = (0..<12).map { _ in store.take() }
+        let fresh = (0..<12).map { _ in store.take() }
+        #expect(fresh.allSatisfy { $0.isZeroed })
+        let blocks = fresh.map(\.block)
         #expect(Set(blocks).count == 12)
         #expect(blocks.allSatisfy { Int(bitPattern: $0) % page == 0 })
         #expect(store.counts.mappings == 3)
@@ -44,14 +46,17 @@ import Testing
         }
 
         // Resident blocks first, the last given first; then the discarded ones.
-        let again = (0..<12).map { _ in store.take() }
+        let taken = (0..<12).map { _ in store.take() }
+        // The resident ones hold their last user's bytes; the discarded ones are zeros again.
+        #expect(taken.map { $0.isZeroed } == Array(repeating: false, count: 3) + Array(repeating: true, count: 9))
+        let again = taken.map(\.block)
         #expect(Array(again[0..<3]) == [blocks[2], blocks[1], blocks[0]])
         #expect(Set(again) == Set(blocks))
         #expect(store.counts.mappings == 3)
         #expect(store.counts.resident == 0 && store.counts.discarded == 0)
         #expect(again.allSatisfy { !Platform.isMarkedReleased($0 + bytes - 1) })
         // One more block needs a new mapping.
-        let another = store.take()
+        let another = store.take().block
         #expect(!blocks.contains(another))
         #expect(store.counts.mappings == 4)
         for block in again + [another] { store.give(block) }
@@ -65,7 +70,7 @@ import Testing
                 group.addTask {
                     var clashes = 0
                     for round in 0..<2_000 {
-                        let held = (0..<(1 + round % 24)).map { _ in store.take() }
+                        let held = (0..<(1 + round % 24)).map { _ in store.take().block }
                         // Marks each block as this thread's, then checks no other thread marked it.
                         for block in held { block.storeBytes(of: thread, toByteOffset: 64, as: Int.self) }
                         for block in held where block.load(fromByteOffset: 64, as: Int.self) != thread {

@@ -63,20 +63,21 @@ final class PortChunkStore: @unchecked Sendable {
         }
     }
 
-    /// A block of `blockBytes`; its bytes are what its last user left (zeros if it had none, or
-    /// if it was discarded).
-    func take() -> UnsafeMutableRawPointer {
+    /// A block of `blockBytes`, and whether its bytes are all zeros: a block no one used yet, or
+    /// whose memory went back to the kernel, is, and its pages get memory only as they are
+    /// touched; a resident one holds what its last user left.
+    func take() -> (block: UnsafeMutableRawPointer, isZeroed: Bool) {
         word.lock()
         defer { word.unlock() }
         if let block = resident {
             resident = block.load(as: UnsafeMutableRawPointer?.self)
             residentCount -= 1
             Platform.markInUse(block, bytes: Self.blockBytes)
-            return block
+            return (block, false)
         }
         if let block = discarded.popLast() {
             Platform.markInUse(block, bytes: Self.blockBytes)
-            return block
+            return (block, true)
         }
         if uncutBlocks == 0 {
             switch Platform.mapMemory(Self.blockBytes * blocksPerMapping) {
@@ -90,7 +91,7 @@ final class PortChunkStore: @unchecked Sendable {
         let block = uncut.unsafelyUnwrapped
         uncutBlocks -= 1
         uncut = uncutBlocks == 0 ? nil : block + Self.blockBytes
-        return block
+        return (block, true)
     }
 
     /// Gives back a block `take` returned.
