@@ -32,8 +32,8 @@ final class PortChunkStore: @unchecked Sendable {
 
     /// Blocks cut from one mapping (64: 1 MiB).
     let blocksPerMapping: Int
-    /// The free blocks that keep their memory (256: 4 MiB, a little more than one port keeps ahead
-    /// of its senders, `PortChannel.keptAhead`: 65,536 messages, 161 blocks of three-word ones).
+    /// The free blocks that keep their memory (256: 4 MiB, a little more than the senders of one
+    /// port may run ahead of its loop: 65,536 messages, 161 blocks of three-word ones).
     let residentLimit: Int
 
     private let word = LockWord()
