@@ -291,7 +291,8 @@ class PortChannel: @unchecked Sendable {
         return count
     }
 
-    /// Links a chunk the loop read through at the end of the list, or frees it if enough wait there.
+    /// Links a chunk the loop read through at the end of the list, or gives it back if enough wait
+    /// there.
     private func recycle(_ chunk: UnsafeMutableRawPointer) {
         if PortChunk.start(of: end) < PortChunk.start(of: cursor) { end = cursor }
         var last = end
