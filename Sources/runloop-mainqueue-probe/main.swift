@@ -30,6 +30,43 @@ if CommandLine.arguments.dropFirst().first == "--guide" {
     Loop.main.run()
 }
 
+/// CPU time (user and system) this process has used so far.
+func cpuTime() -> Duration {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func duration(_ time: timeval) -> Duration { .seconds(time.tv_sec) + .microseconds(time.tv_usec) }
+    return duration(usage.ru_utime) + duration(usage.ru_stime)
+}
+
+/// Runs `body` and reports its result with the CPU time and wall time it took, in milliseconds.
+func measured(_ label: String, _ body: () -> Loop.RunResult) {
+    let (cpu, start) = (cpuTime(), ContinuousClock.now)
+    let result = body()
+    let wall = ContinuousClock.now - start
+    report(
+        "\(label): \(result) cpu-ms: \(Int((cpuTime() - cpu) / .milliseconds(1))) wall-ms: \(Int(wall / .milliseconds(1)))"
+    )
+}
+
+if CommandLine.arguments.dropFirst().first == "--idle" {
+    // A program that never uses the main queue: Loop.main empties like any other loop.
+    measured("nothing in default") { loop.run(mode: .default, for: .seconds(1)) }
+    let timer = LoopTimer(after: .milliseconds(10)) { _ in report("tick") }
+    loop.add(timer, forMode: .default)
+    measured("one-shot timer") { loop.run(mode: .default, for: .seconds(1)) }
+    // Once the main queue has had work, it keeps the common modes running, as in CoreFoundation:
+    // the run waits (asleep) for more until its timeout.
+    DispatchQueue.main.async { report("main queue block") }
+    measured("main queue only") { loop.run(mode: .default, for: .seconds(1)) }
+    // A custom mode outside the common set, with main-queue work waiting: asleep too.
+    let custom = Loop.Mode("custom")
+    loop.add(LoopSource {}, forMode: custom)
+    DispatchQueue.main.async { report("waited for a common mode") }
+    measured("custom mode, main queue waiting") { loop.run(mode: custom, for: .milliseconds(500)) }
+    measured("tracking") { loop.run(mode: .tracking, for: .milliseconds(500), returnAfterSourceHandled: true) }
+    exit(0)
+}
+
 if CommandLine.arguments.dropFirst().first == "--main-executor" {
     // Loop.main as the main executor: @MainActor jobs are queued on the loop itself.
     LoopMainExecutor.install()
@@ -79,6 +116,6 @@ Task { @MainActor in
 }
 report("main actor run: \(loop.run(mode: .default, for: .seconds(5)))")
 
-// 5. On the main thread a common mode is never finished, even with nothing in it.
+// 5. Once the main queue has had work, a common mode is never finished, even with nothing in it.
 report("empty default: \(loop.run(mode: .default, for: .milliseconds(50)))")
 exit(0)

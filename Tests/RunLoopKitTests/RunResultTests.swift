@@ -50,6 +50,45 @@ import Testing
         #expect(performed.count == 1)
     }
 
+    /// CFRunLoop performs one custom source in a run that returns after a source; the others stay
+    /// signalled and are performed by the following runs, by order.
+    @Test func handledSourcePerformsOneOfSeveralSignalled() {
+        let performed = Recorder<Int>()
+        let results = onFreshThread {
+            let loop = Loop.current
+            let sources = (1...3).map { number in LoopSource(order: number) { performed.append(number) } }
+            for source in sources.reversed() {
+                loop.add(source, forMode: .default)
+                source.signal()
+            }
+            let first = loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true)
+            let afterFirst = performed.events
+            let second = loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true)
+            let third = loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true)
+            return ([first, second, third], afterFirst)
+        }
+        #expect(results.1 == [1])
+        #expect(results.0 == [.handledSource, .handledSource, .handledSource])
+        #expect(performed.events == [1, 2, 3])
+    }
+
+    /// Without `returnAfterSourceHandled`, a pass performs every signalled source.
+    @Test func aPassPerformsEverySignalledSource() {
+        let performed = Recorder<Int>()
+        onFreshThread {
+            let loop = Loop.current
+            let sources = (1...3).map { number in LoopSource(order: number) { performed.append(number) } }
+            for source in sources {
+                loop.add(source, forMode: .default)
+                source.signal()
+            }
+            let observer = LoopObserver(activities: .beforeWaiting) { _, _ in Loop.current.stop() }
+            loop.add(observer, forMode: .default)
+            loop.run(mode: .default, for: .seconds(5))
+        }
+        #expect(performed.events == [1, 2, 3])
+    }
+
     @Test func phasesOfOneSleepingIteration() {
         let activities = Recorder<Loop.Activity>()
         onFreshThread {

@@ -108,7 +108,9 @@ import Testing
             loop.perform(inModes: [.default]) { late.signal() }
             let defaultResult = loop.run(mode: .default, for: .milliseconds(20))
             let afterDefault = performed.events
+            // One source per run that returns after a source: two runs.
             let otherResult = loop.run(mode: "other", for: .seconds(5), returnAfterSourceHandled: true)
+            loop.run(mode: "other", for: .seconds(5), returnAfterSourceHandled: true)
             return (defaultResult, afterDefault, otherResult)
         }
         #expect(defaultResult == .timedOut)

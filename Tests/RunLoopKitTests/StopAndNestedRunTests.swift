@@ -59,6 +59,27 @@ import Testing
         #expect(elapsed >= .milliseconds(30))
     }
 
+    /// `stop()` from an `entry` observer ends the run before its first pass (as CFRunLoop): no
+    /// `beforeTimers`, no block, no source; `exit` is still called.
+    @Test func stopFromAnEntryObserverEndsTheRunBeforeAnyPass() {
+        let activities = Recorder<String>()
+        let result = onFreshThread {
+            let loop = Loop.current
+            let source = LoopSource { activities.append("source") }
+            loop.add(source, forMode: .default)
+            source.signal()
+            loop.perform(inModes: [.default]) { activities.append("block") }
+            let observer = LoopObserver(activities: .allActivities) { _, activity in
+                activities.append("\(activity)")
+                if activity == .entry { Loop.current.stop() }
+            }
+            loop.add(observer, forMode: .default)
+            return loop.run(mode: .default, for: .seconds(5))
+        }
+        #expect(result == .stopped)
+        #expect(activities.events == ["\(Loop.Activity.entry)", "\(Loop.Activity.exit)"])
+    }
+
     @Test func wakeUpEndsASleepWithoutHandlingAnything() {
         let wokenAt = Recorder<ContinuousClock.Instant>()
         let wakeUpCalledAt = Locked<ContinuousClock.Instant?>(nil)

@@ -383,6 +383,8 @@ extension Loop {
     /// Why a run returned.
     public enum RunResult: Sendable, Equatable {
         /// The mode had (or came to have) no sources, timers or pending blocks, or was `.common`.
+        /// (On the main thread, once the main dispatch queue has had work, it keeps the common
+        /// modes of `Loop.main` from finishing.)
         case finished
         /// `stop()` was called.
         case stopped

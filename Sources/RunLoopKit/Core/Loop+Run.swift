@@ -55,9 +55,10 @@ extension Loop {
         sourceSignalled.store(true, ordering: .releasing)
         portSignalled.store(true, ordering: .releasing)
 
-        // 2. entry, then iterate until a result.
+        // 2. entry, then iterate until a result. An entry observer that stopped the run ends it
+        // before the first pass, as CFRunLoop does.
         notify(.entry, in: mode)
-        var result: RunResult?
+        var result: RunResult? = frame.stopped.load(ordering: .acquiring) ? .stopped : nil
         while result == nil {
             // Writes gathered in a pass go out when it ends (`LoopConnection+Flush.swift`).
             result = gatheringWrites {
@@ -87,7 +88,7 @@ extension Loop {
 
         // 2.2 Pending blocks for this mode; 2.3 signalled custom sources (ports come in 2.5).
         runBlocks(in: mode)
-        var handledSource = performSources(in: mode, ports: false)
+        var handledSource = performSources(in: mode, ports: false, onlyOne: returnAfterSourceHandled)
         if handledSource { runBlocks(in: mode) }
 
         // 2.4 Poll, and sleep if nothing is ready and nothing is owed.
@@ -100,8 +101,11 @@ extension Loop {
         fireTimers(in: mode)
         takeDueScheduledBlocks()
         if !events.ready.isEmpty, serveDescriptors(events.ready, in: mode) { handledSource = true }
-        if performSources(in: mode, ports: true) { handledSource = true }
-        if events.mainQueueReady { onThread.mainQueuePending = true }
+        if performSources(in: mode, ports: true, onlyOne: false) { handledSource = true }
+        if events.mainQueueReady {
+            onThread.mainQueuePending = true
+            onThread.mainQueueInUse = true
+        }
         if drainMainQueue(in: mode) { handledSource = true }
 
         // 2.6 Blocks again.
@@ -196,19 +200,21 @@ extension Loop {
             if let due = nextFireDate, due <= now { return true }
             if hasDueScheduledBlock(now: now) { return true }
         }
-        // A mode left empty: step 2.7 returns at once instead of sleeping.
-        return !hasSourcesOrTimers && !hasScheduledBlocks(for: mode, isCommon: isCommon)
+        // A mode left empty: step 2.7 returns at once instead of sleeping. The same test as
+        // `isFinished`'s: where the two disagreed, the main loop polled without sleeping.
+        if hasSourcesOrTimers || hasScheduledBlocks(for: mode, isCommon: isCommon) { return false }
+        return !servesMainQueue(isCommon: isCommon)
     }
 
     /// Whether `mode` has nothing to serve: no sources, timers, collected blocks or scheduled
-    /// blocks that may run in it. Reads only (call `collectPosts()` first for posts not yet seen).
+    /// blocks that may run in it, and (main loop, common mode) a main queue that has never had
+    /// work. Reads only (call `collectPosts()` first for posts not yet seen).
     func isFinished(_ mode: Mode) -> Bool {
         if mode == .common { return true }
-        // The main loop serves the main dispatch queue in every common mode: never empty there.
         let (isCommon, hasSourcesOrTimers) = withView(of: mode) { ($0.isCommon, $0.hasSourcesOrTimers) }
-        if isMainLoop && isCommon { return false }
         if hasSourcesOrTimers { return false }
-        return !hasPendingBlocks(for: mode) && !hasScheduledBlocks(for: mode, isCommon: isCommon)
+        if hasPendingBlocks(for: mode) || hasScheduledBlocks(for: mode, isCommon: isCommon) { return false }
+        return !servesMainQueue(isCommon: isCommon)
     }
 
     func ensureBackend() -> any EventBackend {
@@ -231,7 +237,8 @@ extension Loop {
         let backend = try LibeventBackend(wakeDescriptor: inbox.descriptor)
         if isMainLoop {
             try backend.watchMainQueue()
-            onThread.mainQueuePending = true  // work queued before the handle existed
+            // Work queued before the backend watched the queue left its eventfd readable: the
+            // first poll sees it.
         }
         self.backend = backend
         return backend
@@ -241,24 +248,6 @@ extension Loop {
         guard let a else { return b }
         guard let b else { return a }
         return min(a, b)
-    }
-
-    // MARK: The main dispatch queue
-
-    /// Main loop only: in a common mode and not already inside a drain.
-    private func mayDrainMainQueue(in mode: Mode) -> Bool {
-        isMainLoop && !onThread.drainingMainQueue && withView(of: mode) { $0.isCommon }
-    }
-
-    /// Drains `DispatchQueue.main` (and so `@MainActor` jobs) if it signalled work and `mode` may
-    /// serve it, as CoreFoundation does. Returns whether it ran.
-    private func drainMainQueue(in mode: Mode) -> Bool {
-        guard onThread.mainQueuePending, mayDrainMainQueue(in: mode) else { return false }
-        onThread.mainQueuePending = false
-        onThread.drainingMainQueue = true
-        callOut(.mainQueue) { Platform.drainMainQueue() }
-        onThread.drainingMainQueue = false
-        return true
     }
 
     // MARK: Observers
@@ -289,8 +278,9 @@ extension Loop {
     // MARK: Sources
 
     /// Performs the signalled custom sources of `mode` (`ports`: the ports' sources) by order, then
-    /// signal time. Returns whether any ran.
-    private func performSources(in mode: Mode, ports: Bool) -> Bool {
+    /// signal time; `onlyOne`: the first of them only, as CFRunLoop does for a run that returns
+    /// after a source (the others stay signalled for the next run). Returns whether any ran.
+    private func performSources(in mode: Mode, ports: Bool, onlyOne: Bool) -> Bool {
         let wasSignalled =
             ports
             ? portSignalled.exchange(false, ordering: .acquiringAndReleasing)
@@ -317,11 +307,11 @@ extension Loop {
             callOut(.source, perform)
             return true
         }
-        return performSignalledSources(in: mode, ports: ports)
+        return performSignalledSources(in: mode, ports: ports, onlyOne: onlyOne)
     }
 
     /// `performSources` when several sources are signalled: by order, then signal time.
-    private func performSignalledSources(in mode: Mode, ports: Bool) -> Bool {
+    private func performSignalledSources(in mode: Mode, ports: Bool, onlyOne: Bool) -> Bool {
         // A loop-thread scratch array (no allocation per pass).
         var signalled = onThread.signalledScratch
         onThread.signalledScratch = []
@@ -337,6 +327,15 @@ extension Loop {
         signalled.sort { ($0.source.order, $0.since) < ($1.source.order, $1.since) }
         var handled = false
         for (source, _) in signalled {
+            if handled && onlyOne {
+                // Left signalled: the next run (or pass) scans the sources again.
+                if ports {
+                    portSignalled.store(true, ordering: .releasing)
+                } else {
+                    sourceSignalled.store(true, ordering: .releasing)
+                }
+                break
+            }
             // Unsignalled just before the callout: a signal during it runs the source again.
             guard let perform = source.takeSignal() else { continue }
             callOut(.source, perform)

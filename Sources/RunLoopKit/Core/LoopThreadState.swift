@@ -24,6 +24,9 @@ struct LoopThreadState {
     var spin = SpinHistory()
     /// Main loop: libdispatch signalled main-queue work not yet drained (e.g. during a custom mode).
     var mainQueuePending = false
+    /// Main loop: the main queue has had work (a block or a `@MainActor` job) at least once, so it
+    /// keeps the common modes from being finished from then on (see `Loop.isFinished`).
+    var mainQueueInUse = false
     /// Main loop: inside `_dispatch_main_queue_callback_4CF`, which must not be re-entered.
     var drainingMainQueue = false
     /// Where the loop's connections read first (see `Loop.readScratch`); made at the first read.

@@ -93,6 +93,16 @@ enum Platform {
     /// number if it has none. Main thread only.
     static var mainQueueHandle: Int32 { rlk_main_queue_handle() }
 
+    /// Whether libdispatch has signalled main-queue work that no one has read yet (`poll` of its
+    /// eventfd, which is left as it is). Main thread only.
+    static var mainQueueHasWork: Bool {
+        let handle = mainQueueHandle
+        guard handle >= 0 else { return false }
+        var entry = pollfd(fd: handle, events: Int16(POLLIN), revents: 0)
+        let ready = retryingInterrupts { poll(&entry, 1, 0) }
+        return (try? ready.get()) == 1 && entry.revents & Int16(POLLIN) != 0
+    }
+
     /// Runs the blocks queued on the main dispatch queue (`_dispatch_main_queue_callback_4CF`);
     /// libdispatch writes its eventfd again if it left some for later. Main thread only.
     static func drainMainQueue() {

@@ -263,11 +263,16 @@ struct LoopModel {
         stopped = false
         defer { stopped = outerStopped }
         notify(.entry, in: mode)
+        // An entry observer that stopped the run ends it before the first pass.
+        if stopped {
+            notify(.exit, in: mode)
+            return .stopped
+        }
         // 2.1 observers, 2.2 blocks, 2.3 custom sources (and the blocks they queued).
         notify(.beforeTimers, in: mode)
         notify(.beforeSources, in: mode)
         runBlocks(mode)
-        let sourcesRan = performSources(mode)
+        let sourcesRan = performSources(mode, onlyOne: returnAfterSourceHandled)
         if sourcesRan { runBlocks(mode) }
         // 2.5 due timers (not a handled source), then ports (a handled source); 2.6 blocks.
         fireTimers(mode)
@@ -328,12 +333,15 @@ struct LoopModel {
 
     /// Signalled sources by order, then signal time; a source run meanwhile (by a nested run) or
     /// invalidated is skipped. Returns whether any ran.
-    mutating func performSources(_ mode: Loop.Mode) -> Bool {
+    /// The signalled sources of `mode` by order, then signal time; `onlyOne`: the first only (a run
+    /// that returns after a source), the others staying signalled.
+    mutating func performSources(_ mode: Loop.Mode, onlyOne: Bool) -> Bool {
         var handled = false
         let ready = sources.indices
             .filter { isIn(sources[$0].member, mode) && sources[$0].signalled != nil }
             .sorted { (sources[$0].order, sources[$0].signalled!) < (sources[$1].order, sources[$1].signalled!) }
         for index in ready where sources[index].member.valid && sources[index].signalled != nil {
+            if handled && onlyOne { break }
             sources[index].signalled = nil
             log.append("source \(index)")
             handled = true
