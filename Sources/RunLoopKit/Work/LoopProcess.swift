@@ -386,9 +386,12 @@ extension Loop {
     /// streams are served in that mode too.
     ///
     /// Any thread. Adding it again to a mode it is in does nothing, and so does adding a process
-    /// whose exit was already delivered (its streams still join), or adding to a loop whose thread
-    /// has exited. A process belongs to one loop: adding it to a second one is a programmer error.
+    /// whose exit was already delivered (its streams still join). Adding it to a loop that has
+    /// ended does nothing, its streams included, and leaves it free for another loop. A process
+    /// belongs to one loop: adding it to a second one is a programmer error.
     public func add(_ process: LoopProcess, forMode mode: Mode) {
+        // Checked first: a stream that joined an ended loop would post its early calls there.
+        guard !hasEnded else { return }
         for stream in process.streams where stream.descriptorSource.isValid {
             // Joined first: calls made before run ahead of anything the stream reads here.
             stream.join(self, inModes: [mode])
