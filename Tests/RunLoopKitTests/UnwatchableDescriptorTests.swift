@@ -53,7 +53,7 @@ import Testing
     @Test func aPipeIsAcceptedAndServed() throws {
         var ends: [Int32] = [-1, -1]
         try #require(pipe(&ends) == 0)
-        defer { ends.forEach { close($0) } }
+        defer { for end in ends { close(end) } }
         let reader = ends[0]
         #expect(write(ends[1], "x", 1) == 1)
         let served = onFreshThread { () -> Bool in
