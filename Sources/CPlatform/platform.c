@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -69,6 +70,15 @@ int rlk_descriptor_type(int fd) {
     struct stat info;
     if (fstat(fd, &info) != 0) return -errno;
     return (int)(info.st_mode & S_IFMT);
+}
+
+int rlk_epoll_probe(int fd) {
+    int probe = epoll_create1(EPOLL_CLOEXEC);
+    if (probe < 0) return 1;
+    struct epoll_event event = {.events = EPOLLIN, .data = {.fd = fd}};
+    int result = epoll_ctl(probe, EPOLL_CTL_ADD, fd, &event) == 0 ? 0 : -errno;
+    close(probe);  // the registration goes with it
+    return result;
 }
 
 int rlk_accept(int fd, struct sockaddr *addr, socklen_t *addrlen) {

@@ -3,8 +3,8 @@ import Glibc
 import RunLoopKit
 import Testing
 
-// The code of docs/Guide.md's chapter "Work off the loop" (work pools, child processes and their
-// standard streams, a supervisor), run. Every ```swift block of the chapter appears here verbatim
+// The code of docs/Guide.md's chapter "Work off the loop" (work pools, child processes, a timeout
+// that ends a child's process group, their standard streams, a supervisor), run. Every ```swift block of the chapter appears here verbatim
 // (indentation aside); scripts/check-doc-snippets.py, run by `make docs`, fails when one is
 // missing here.
 
@@ -68,6 +68,34 @@ private func sortOverStandardStreams(on loop: Loop) throws {
     child.standardInput!.write("pear\napple\n".utf8)
     child.standardInput!.shutdownOutput()  // sort sees the end of its input
     loop.add(child, forMode: .common)
+}
+
+/// The build step ended by a timeout, with what it started: runs to the end and returns.
+private func buildStepTimeout() throws {
+    let loop = Loop.current
+    let step = try LoopProcess(
+        executable: "sh", arguments: ["-c", "echo compiling; sleep 1000 & wait"],
+        standardInput: .null, standardOutput: .connection, newProcessGroup: true)
+    var status: LoopProcess.Status?
+    var outputClosed = false
+    step.standardOutput!.onRead(
+        loop.isolated { _, buffer in
+            while let line = buffer.readLine() { print("step: \(String(decoding: line, as: UTF8.self))") }
+        })
+    step.standardOutput!.onEvent(
+        loop.isolated { _, event in
+            if case .closed = event { outputClosed = true }
+        })
+    step.onExit(loop.isolated { _, exit in status = exit })
+    let timeout = loop.schedule(after: .seconds(1)) {
+        step.signalGroup(SIGKILL)  // the shell and its sleep: nothing holds the output any more
+    }
+    loop.add(step, forMode: .default)
+    while status == nil || !outputClosed {
+        loop.run(mode: .default, for: .seconds(10), returnAfterSourceHandled: true)
+    }
+    timeout.cancel()  // the step may have ended before its time
+    print("step: \(status!), output closed")  // step: signalled(9), output closed
 }
 
 // MARK: A supervisor
@@ -180,6 +208,22 @@ private func supervisor() -> SupervisorOutcome {
         try sortOverStandardStreams(on: thread.loop)
         #expect(await eventually { printed.count == 2 })
         #expect(printed.events == ["apple", "pear"])
+    }
+
+    /// The timeout kills the step's whole group: the program finishes, in about the timeout.
+    @Test func aTimeoutEndsTheBuildStepAndWhatItStarted() async throws {
+        let started = ContinuousClock.now
+        let outcome = await awaitFreshThread { () -> String? in
+            do {
+                try buildStepTimeout()
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(outcome == nil)
+        #expect(printed.events == ["step: compiling", "step: signalled(9), output closed"])
+        #expect(ContinuousClock.now - started < .seconds(5))
     }
 
     @Test func theSupervisorRestartsACrashingChildThenGivesUp() async {

@@ -33,6 +33,11 @@ void rlk_set_thread_name(const char *name);
 /// `fstat`'s file type bits for `fd`, or -errno.
 int rlk_descriptor_type(int fd);
 
+/// Whether epoll can watch `fd`: 0 if a scratch epoll instance took it, -errno if `epoll_ctl`
+/// refused it (EPERM: a regular file, a directory, a character device such as /dev/null), 1 if
+/// no scratch instance could be made (out of descriptors: nothing is known then).
+int rlk_epoll_probe(int fd);
+
 /// MSG_NOSIGNAL, for `send` and `sendmsg`: a peer that has gone raises no SIGPIPE. (A constant of
 /// an anonymous enum in glibc, which Swift's Glibc module does not always import.)
 static inline int rlk_msg_nosignal(void) { return MSG_NOSIGNAL; }

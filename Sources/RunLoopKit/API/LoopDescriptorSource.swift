@@ -72,8 +72,11 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
     /// Watches `fileDescriptor` for `events`.
     ///
-    /// Any thread. Throws a `LoopError` naming the descriptor if it is not open (`fstat` fails) or
-    /// is a regular file or directory, which epoll cannot watch. The source does nothing until
+    /// Any thread. Checked here, when the source is made, not when it is added: throws a
+    /// `LoopError` naming the descriptor, with `systemError` set, if it is not open (`EBADF`) or
+    /// if epoll cannot watch it (`EPERM`): a regular file or a directory (always ready), or a
+    /// character device epoll refuses, such as `/dev/null` (standard input under nohup, cron or
+    /// systemd), which a scratch epoll instance is asked to take. The source does nothing until
     /// added to a loop.
     public convenience init(
         fileDescriptor: Int32, events: Events,

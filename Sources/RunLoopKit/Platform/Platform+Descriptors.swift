@@ -102,7 +102,9 @@ extension Platform {
         }
     }
 
-    /// Throws unless `descriptor` is open and of a kind epoll can watch: `fstat`.
+    /// Throws unless `descriptor` is open (`fstat`; `EBADF`) and of a kind epoll can watch
+    /// (`EPERM`): not a regular file or directory, and taken by a scratch epoll instance
+    /// (`rlk_epoll_probe`), which refuses what never becomes ready, such as `/dev/null`.
     static func validateWatchable(_ descriptor: Int32) throws(LoopError) {
         let type: Int32
         switch descriptorType(descriptor) {
@@ -115,7 +117,16 @@ extension Platform {
         // S_IFREG and S_IFDIR: the constants import ambiguously from Glibc.
         if type == 0o100000 || type == 0o040000 {
             let kind = type == 0o100000 ? "regular file" : "directory"
-            throw LoopError("descriptor \(descriptor) cannot be watched: it is a \(kind), which is always ready")
+            throw LoopError(
+                "descriptor \(descriptor) cannot be watched: it is a \(kind), which is always ready", systemError: EPERM
+            )
+        }
+        let probe = rlk_epoll_probe(descriptor)
+        if probe < 0 {
+            let device = type == 0o020000 ? " (a character device, such as /dev/null)" : ""
+            throw LoopError(
+                "descriptor \(descriptor) cannot be watched: epoll refuses it\(device) (\(errnoName(-probe)))",
+                systemError: -probe)
         }
     }
 

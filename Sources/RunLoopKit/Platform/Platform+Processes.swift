@@ -41,12 +41,14 @@ extension Platform {
         }
     }
 
-    /// `posix_spawn` of `executable` with `arguments` (after its own path), `environment` (nil:
-    /// this process's) and `actions`; the child starts with an empty signal mask and every signal
-    /// at its default action. The child's process id. glibc reports a failed chdir, open or exec in
-    /// the child as the spawn's failure.
+    /// `posix_spawn` of `executable` with `arguments` (after `name`, its `argv[0]`), `environment`
+    /// (nil: this process's) and `actions`; the child starts with an empty signal mask and every
+    /// signal at its default action, and with `newProcessGroup` leads a process group of its own
+    /// (`POSIX_SPAWN_SETPGROUP`, group 0: the group's id is the child's pid). The child's process
+    /// id. glibc reports a failed chdir, open or exec in the child as the spawn's failure.
     static func spawn(
-        _ executable: String, arguments: [String], environment: [String: String]?, actions: borrowing SpawnActions
+        _ executable: String, name: String, arguments: [String], environment: [String: String]?,
+        newProcessGroup: Bool, actions: borrowing SpawnActions
     ) -> Result<pid_t, Errno> {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -57,12 +59,18 @@ extension Platform {
         sigfillset(&allSignals)
         posix_spawnattr_setsigmask(&attributes, &noSignals)
         posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        let flags = Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
+        var flags = Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
+        if newProcessGroup {
+            if case .failure(let failure) = errorNumber(posix_spawnattr_setpgroup(&attributes, 0)) {
+                return .failure(failure)
+            }
+            flags |= Int16(POSIX_SPAWN_SETPGROUP)
+        }
         if case .failure(let failure) = errorNumber(posix_spawnattr_setflags(&attributes, flags)) {
             return .failure(failure)
         }
 
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let argv = ([name] + arguments).map { strdup($0) } + [nil]
         defer { for argument in argv { free(argument) } }
         let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
         defer { for entry in envp ?? [] { free(entry) } }
@@ -85,6 +93,28 @@ extension Platform {
         _ = kill(pid, SIGKILL)
         var status: Int32 = 0
         _ = retryingInterrupts { waitpid(pid, &status, 0) }
+    }
+
+    /// `kill(-group, signal)`: every process of process group `group`. Only safe while the
+    /// group's leader is not reaped, since the group's id is its pid (see `LoopProcess.signalGroup`).
+    static func signalProcessGroup(_ group: pid_t, _ signal: Int32) -> Result<Void, Errno> {
+        retryingInterrupts { kill(-group, signal) }.map { _ in }
+    }
+
+    // MARK: Finding an executable
+
+    /// Whether `path` names a file `execve` would run: success, or the `stat` failure (`ENOENT`,
+    /// `ENOTDIR`, …), or `EACCES` for a file that is not regular or not executable (`access`).
+    static func checkExecutable(_ path: String) -> Result<Void, Errno> {
+        var info = stat()
+        if case .failure(let failure) = retryingInterrupts({ stat(path, &info) }) { return .failure(failure) }
+        guard info.st_mode & S_IFMT == S_IFREG else { return .failure(Errno(EACCES)) }
+        return retryingInterrupts { access(path, X_OK) }.map { _ in }
+    }
+
+    /// `getenv(name)`: this process's environment variable, if set.
+    static func environmentVariable(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
     }
 
     // MARK: pidfds

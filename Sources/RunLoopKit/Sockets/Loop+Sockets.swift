@@ -28,7 +28,8 @@ extension Loop {
     /// loop's thread, and the connections it accepts start in the modes it was added to.
     ///
     /// Any thread. Adding it again to a mode it is in does nothing; an invalidated listener is
-    /// ignored. A listener belongs to one loop: adding it to a second loop is a programmer error.
+    /// ignored. Adding it to a loop that has ended does nothing and leaves it free for another
+    /// loop. A listener belongs to one loop: adding it to a second loop is a programmer error.
     public func add(_ listener: LoopListener, forMode mode: Mode) {
         addResident(listener, kind: "LoopListener", forMode: mode)
     }
@@ -50,7 +51,8 @@ extension Loop {
     /// while the loop runs in any mode holding it.
     ///
     /// Any thread. A connection belongs to the loop it was accepted or connected on: adding it to
-    /// another loop is a programmer error. Adding a closed connection does nothing.
+    /// another loop is a programmer error. Adding a closed connection, or adding to a loop that
+    /// has ended, does nothing.
     public func add(_ connection: LoopConnection, forMode mode: Mode) {
         addResident(connection, kind: "LoopConnection", forMode: mode)
     }
@@ -74,7 +76,8 @@ extension Loop {
     /// joined a loop are sent then.
     ///
     /// Any thread. Adding it again to a mode it is in does nothing; an invalidated socket is
-    /// ignored. A socket belongs to one loop: adding it to a second loop is a programmer error.
+    /// ignored. Adding it to a loop that has ended does nothing and leaves it free for another
+    /// loop. A socket belongs to one loop: adding it to a second loop is a programmer error.
     public func add(_ socket: LoopDatagramSocket, forMode mode: Mode) {
         addResident(socket, kind: "LoopDatagramSocket", forMode: mode)
         socket.joinedLoop()
@@ -96,17 +99,27 @@ extension Loop {
 
     func addResident(_ item: some LoopResident, kind: String, forMode mode: Mode) {
         let source = item.descriptorSource
-        let (valid, timer) = item.withResidency { residency in
+        let (valid, timer, boundHere) = item.withResidency { residency in
+            // An ended loop binds nothing: the item stays free for a loop that runs.
+            guard !hasEnded else { return (false, nil as LoopTimer?, false) }
+            let boundHere = residency.loop == nil
             bindOwner(&residency.loop, to: self, kind: kind)
-            guard source.isValid else { return (false, nil as LoopTimer?) }
+            guard source.isValid else { return (false, nil, boundHere) }
             if !residency.modes.contains(mode) { residency.modes.append(mode) }
-            return (true, residency.timer)
+            return (true, residency.timer, boundHere)
         }
         // Held before it is added, so that the loop never serves it unheld; let go again if the
         // loop has ended and refused it, so that nothing holds it in a loop that will not run.
         guard valid, source.hold(item) else { return }
         guard source.bind(to: self), insertItem(source, forMode: mode) else {
             if state.withLock({ _ in source.membership.isEmpty }) { withExtendedLifetime(source.letGo()) {} }
+            // The loop ended since the check: unbound again, as if it had been ended then.
+            if boundHere {
+                item.withResidency { residency in
+                    unbindOwner(&residency.loop, from: self)
+                    residency.modes.removeAll()
+                }
+            }
             return
         }
         descriptorDidChange(source)

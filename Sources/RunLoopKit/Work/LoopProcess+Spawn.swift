@@ -11,9 +11,10 @@ extension LoopProcess {
     /// (a server that ignores `SIGPIPE` does not pass that on).
     static func spawn(
         executable: String, arguments: [String], environment: [String: String]?, workingDirectory: String?,
-        stdio: [Stdio]
+        stdio: [Stdio], newProcessGroup: Bool
     ) throws(LoopError) -> (pid: pid_t, pidfd: Int32, streams: [Int32?]) {
         if let workingDirectory { try checkDirectory(workingDirectory) }
+        let path = try find(executable, environment: environment)
         let pairs = try makeSocketPairs(for: stdio)
         var started = false
         defer {
@@ -34,8 +35,10 @@ extension LoopProcess {
         try actions.closeAll(from: 3).get(failing: "posix_spawn_file_actions_addclosefrom_np")
 
         let place = workingDirectory.map { " in \($0)" } ?? ""
-        let pid = try Platform.spawn(executable, arguments: arguments, environment: environment, actions: actions)
-            .get(failing: "cannot start \(executable)\(place): posix_spawn")
+        let pid = try Platform.spawn(
+            path, name: executable, arguments: arguments, environment: environment, newProcessGroup: newProcessGroup,
+            actions: actions
+        ).get(failing: "cannot start \(executable)\(place): posix_spawn")
         let pidfd: Int32  // close-on-exec, as every pidfd is
         switch Platform.pidfdOpen(pid) {
         case .success(let opened):
@@ -104,6 +107,31 @@ extension LoopProcess {
         case .connection:
             try actions.duplicate(childEnd!, as: target).get(failing: "adddup2")
         }
+    }
+
+    /// The file to start for `executable`: itself if it holds a "/", otherwise the first
+    /// executable file of that name in the directories of `PATH`, as `execvp` looks. The `PATH`
+    /// searched is the one the child gets: `environment`'s when it is given (glibc's default,
+    /// `/bin:/usr/bin`, if it has none), this process's otherwise. An empty entry is the current
+    /// directory. Throws `ENOENT` when no entry has the name, `EACCES` when those that have it
+    /// cannot be executed.
+    private static func find(_ executable: String, environment: [String: String]?) throws(LoopError) -> String {
+        guard !executable.contains("/") else { return executable }
+        guard !executable.isEmpty else {
+            throw LoopError("cannot start an executable without a name", systemError: ENOENT)
+        }
+        let search = (environment.map { $0["PATH"] } ?? Platform.environmentVariable("PATH")) ?? "/bin:/usr/bin"
+        var denied = false
+        for directory in search.split(separator: ":", omittingEmptySubsequences: false) {
+            let candidate = directory.isEmpty ? executable : "\(directory)/\(executable)"
+            switch Platform.checkExecutable(candidate) {
+            case .success: return candidate
+            case .failure(let failure): if failure.code == EACCES { denied = true }
+            }
+        }
+        throw LoopError(
+            "cannot start \(executable): \(denied ? "not executable" : "not found") in PATH \(search)",
+            systemError: denied ? EACCES : ENOENT)
     }
 
     /// A missing or non-directory working directory, named as such rather than as a failed spawn.

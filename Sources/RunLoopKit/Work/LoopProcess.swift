@@ -97,27 +97,36 @@ public final class LoopProcess: @unchecked Sendable {
 
     let state: Locked<State>
     let watching = Locked(Watching())
+    /// Whether the child was started with `newProcessGroup`: its process group's id is `pid`.
+    let leadsProcessGroup: Bool
 
-    /// Starts `executable` (a path, absolute or relative to the current directory; no `PATH`
-    /// search) with `arguments`, in `environment` (nil: this process's) and `workingDirectory`
-    /// (nil: this process's).
+    /// Starts `executable` with `arguments`, in `environment` (nil: this process's) and
+    /// `workingDirectory` (nil: this process's).
+    ///
+    /// `executable` with a "/" is a path (absolute, or relative to the current directory); a bare
+    /// name is looked up in `PATH` as `execvp` does, in the `PATH` the child gets: `environment`'s
+    /// when it is given (`/bin:/usr/bin` if it has none), this process's otherwise. The child's
+    /// `argv[0]` is `executable` as given. With `newProcessGroup`, the child leads a process group
+    /// of its own (its id is the child's pid), which ``signalGroup(_:)`` signals as a whole.
     ///
     /// Any thread. Only the standard descriptors reach the child: every other descriptor of this
     /// process is closed in it. Each stream asked as `.connection` gets a socket pair: the child's
     /// end becomes its descriptor 0, 1 or 2, this process keeps the other (close-on-exec). The child starts with an empty signal mask and every signal at its
     /// default action. Throws a `LoopError` with `systemError` set if the working directory is
-    /// missing or not a directory, or if the executable is missing (`ENOENT`) or cannot be
-    /// executed (`EACCES`); nothing is started then.
+    /// missing or not a directory, or if the executable is missing (`ENOENT`, also when a bare name is
+    /// in no directory of `PATH`) or cannot be executed (`EACCES`); nothing is started then.
     public init(
         executable: String, arguments: [String] = [], environment: [String: String]? = nil,
         workingDirectory: String? = nil,
         standardInput: Stdio = .inherit, standardOutput: Stdio = .inherit,
-        standardError: Stdio = .inherit
+        standardError: Stdio = .inherit, newProcessGroup: Bool = false
     ) throws(LoopError) {
         let (pid, pidfd, streams) = try LoopProcess.spawn(
             executable: executable, arguments: arguments, environment: environment,
-            workingDirectory: workingDirectory, stdio: [standardInput, standardOutput, standardError])
+            workingDirectory: workingDirectory, stdio: [standardInput, standardOutput, standardError],
+            newProcessGroup: newProcessGroup)
         self.pid = pid
+        self.leadsProcessGroup = newProcessGroup
         self.state = Locked(State(pidfd: pidfd))
         let connections = streams.map { $0.map(LoopConnection.init(childStream:)) }
         self.standardInput = connections[0]
@@ -205,6 +214,32 @@ public final class LoopProcess: @unchecked Sendable {
         }
         if case .failure(let failure) = sent, failure == Errno(EINVAL) {
             preconditionFailure("RunLoopKit: LoopProcess.signal(_:) got \(signal), which is not a signal number")
+        }
+    }
+
+    /// Sends `signal` to every process of the child's process group (`kill(-pid, signal)`): the
+    /// child and what it started and did not move to another group, such as a shell's commands.
+    ///
+    /// Any thread. Needs a process started with `newProcessGroup: true`; otherwise, and for a
+    /// number that is not a signal, a programmer error. The group's id is the child's pid, which
+    /// the system may give to another process once the child is reaped, so the group is signalled
+    /// only while the child is not: from its start until its exit is delivered (an exited child
+    /// not yet delivered is still unreaped, and its group is reached). Once the exit was
+    /// delivered, this does nothing, even if processes of the group still run: end those before,
+    /// or through the streams they hold. (Code that reaps other code's children with
+    /// `waitpid(-1)` takes that guarantee away, as it does for every `pid`.)
+    public func signalGroup(_ signal: Int32) {
+        precondition(
+            leadsProcessGroup,
+            "RunLoopKit: LoopProcess.signalGroup(_:) needs a process started with newProcessGroup: true")
+        // Under the lock that reaping takes: the child cannot be reaped, and its pid reused, before
+        // the signal is sent.
+        let sent = state.withLock { state -> Result<Void, Errno> in
+            guard state.pidfd >= 0, state.status == nil, state.failure == nil else { return .success(()) }
+            return Platform.signalProcessGroup(pid, signal)
+        }
+        if case .failure(let failure) = sent, failure == Errno(EINVAL) {
+            preconditionFailure("RunLoopKit: LoopProcess.signalGroup(_:) got \(signal), which is not a signal number")
         }
     }
 
@@ -351,9 +386,12 @@ extension Loop {
     /// streams are served in that mode too.
     ///
     /// Any thread. Adding it again to a mode it is in does nothing, and so does adding a process
-    /// whose exit was already delivered (its streams still join), or adding to a loop whose thread
-    /// has exited. A process belongs to one loop: adding it to a second one is a programmer error.
+    /// whose exit was already delivered (its streams still join). Adding it to a loop that has
+    /// ended does nothing, its streams included, and leaves it free for another loop. A process
+    /// belongs to one loop: adding it to a second one is a programmer error.
     public func add(_ process: LoopProcess, forMode mode: Mode) {
+        // Checked first: a stream that joined an ended loop would post its early calls there.
+        guard !hasEnded else { return }
         for stream in process.streams where stream.descriptorSource.isValid {
             // Joined first: calls made before run ahead of anything the stream reads here.
             stream.join(self, inModes: [mode])
