@@ -18,7 +18,7 @@ private func echoServer() throws -> (server: LoopThread, port: Int) {
         connection.idleTimeout = .seconds(30)
         connection.onRead { connection, buffer in
             while let line = buffer.readLine() {
-                connection.write(line + [0x0A])
+                connection.enqueue(line + [0x0A])
             }
             // A peer that sends without a newline stalls at `inputLimit` (1 MiB by default).
         }
@@ -78,7 +78,7 @@ private func echoWithBackpressure(_ connection: LoopConnection) {
 
 /// Answers each line with itself.
 private func handle(_ line: [UInt8], from connection: LoopConnection) {
-    connection.write(line + [0x0A])
+    connection.enqueue(line + [0x0A])
 }
 
 /// Serves lines, refusing one longer than the input limit.
@@ -86,7 +86,7 @@ private func serveLines(_ connection: LoopConnection) {
     connection.onRead { connection, buffer in
         while let line = buffer.readLine() { handle(line, from: connection) }
         if buffer.count >= connection.inputLimit {
-            connection.write(Array("ERROR line too long\n".utf8))
+            connection.enqueue(Array("ERROR line too long\n".utf8))
             connection.close()
         }
     }
@@ -163,9 +163,9 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
                         requests.append(request)
                         if request == "report" {
                             busyConnections.append(connection)
-                            connection.write(report)
+                            connection.enqueue(report)
                         } else {
-                            connection.write(line + [0x0A])
+                            connection.enqueue(line + [0x0A])
                         }
                     }
                 })
@@ -181,7 +181,7 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
     guard waitUntil({ clients.count == 2 }) else { return DrainOutcome() }
     let (busyClient, idleClient) = (clients.events[0], clients.events[1])
     // The busy client does not read yet: most of the report stays queued on the server.
-    busyClient.write(Array("report\n".utf8))
+    busyClient.enqueue(Array("report\n".utf8))
     runLoop(loop, in: .default) { accepted.count == 2 && requests.count == 1 }
 
     // The idle client's line reaches the server's socket (a write on the loop's thread goes to
@@ -190,7 +190,7 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
     let echoed = Locked<[UInt8]>([])
     idleClient.onRead { _, buffer in echoed.withLock { $0 += buffer.read(maxLength: buffer.count) } }
     client.loop.perform {
-        idleClient.write(Array("ping\n".utf8))
+        idleClient.enqueue(Array("ping\n".utf8))
         pinged.withLock { $0 = true }
     }
     _ = waitUntil { pinged.withLock { $0 } }
@@ -404,7 +404,7 @@ private func onOwnExecutor(_ body: () async throws -> Void) async throws {
             connection.onRead { _, buffer in
                 while let line = buffer.readLine() {
                     for (other, member) in members.value where other != id {
-                        member.write(line + [0x0A])
+                        member.enqueue(line + [0x0A])
                     }
                 }
             }
@@ -520,4 +520,4 @@ private func memberCount(
 }
 
 /// Queues `bytes` without waiting for them to drain (the synchronous `write`).
-private func enqueue(_ bytes: [UInt8], on connection: LoopConnection) { connection.write(bytes) }
+private func enqueue(_ bytes: [UInt8], on connection: LoopConnection) { connection.enqueue(bytes) }

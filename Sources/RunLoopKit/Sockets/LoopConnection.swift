@@ -455,26 +455,10 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     /// Queues a copy of `bytes` for sending (sending at once what the socket takes, when nothing
     /// is queued before them and this is the connection's first write of the loop's pass),
-    /// without waiting: the spelling for synchronous code, handlers included. In `async` code,
-    /// `try await write(_:)` waits below the high watermark instead.
-    ///
-    /// Any thread; writes from one thread go out in the order they were made.
-    ///
-    /// Unavailable from `async` contexts, where a call meant to wait must not silently queue
-    /// only: Swift ranks overloads in top-level code as in synchronous code (swiftlang/swift#74459),
-    /// so there `try await connection.write(bytes)` would pick this one. Use `enqueue(_:)` to
-    /// queue without waiting there.
-    @available(
-        *, noasync, message: "in async code use 'try await write(_:)', which waits, or 'enqueue(_:)', which queues only"
-    )
-    public func write(_ bytes: some Collection<UInt8>) {
-        enqueue(bytes)
-    }
-
-    /// Queues a copy of `bytes` for sending (sending at once what the socket takes, when nothing
-    /// is queued before them and this is the connection's first write of the loop's pass),
-    /// without waiting: the queue-only `write(_:)`, callable from any context, `async` code and
-    /// top-level code included.
+    /// without waiting: the spelling for synchronous code, handlers included, and for `async` code
+    /// that means to queue only. In `async` code, `try await write(_:)` waits below the high
+    /// watermark instead (in every context, top-level code included: no synchronous `write(_:)` of
+    /// a byte collection stands beside it).
     ///
     /// Any thread; writes from one thread go out in the order they were made.
     public func enqueue(_ bytes: some Collection<UInt8>) {
