@@ -117,21 +117,34 @@ extension LoopConnection {
     /// Paused, or stalled while awaited reads lag behind, the input the peer sent before its end
     /// stays readable (reading on takes it, and then the connection goes on as at any end of
     /// stream). Stalled with an `onRead` handler that left the full buffer unconsumed, nothing
-    /// more can reach that handler, so the connection ends as at any end of stream: `readClosed`,
-    /// then (unless `allowsHalfClosure`) it flushes its output and closes.
+    /// more can reach that handler: unless `readClosed`'s handler made room (a higher
+    /// `inputLimit`), the input the connection has not read is dropped, read to its end so that
+    /// the peer gets an orderly end rather than a reset (closing a socket with unread input sends
+    /// one), and the connection ends as at any end of stream: then (unless `allowsHalfClosure`)
+    /// it flushes its output and closes.
     private func peerMayHaveGone() {
         if let failure = Platform.pendingError(fileDescriptor) {
             fail("read from \(remoteAddress)", failure)
             return
         }
         guard !inputEnded, !isClosing, Platform.peerHasEnded(fileDescriptor) else { return }
-        if isPaused || readHandler == nil {
-            guard !endOfStreamReported else { return }
+        if !endOfStreamReported {
             endOfStreamReported = true
             emit(.readClosed)
-        } else {
-            peerDidClose()
         }
+        guard !isPaused, readHandler != nil, !inputEnded, !isClosing, !isClosed,
+            input.count >= currentInputLimit
+        else { return }
+        dropUnreadInput()
+        if !isClosed { peerDidClose() }
+    }
+
+    /// Reads and drops what the socket holds, up to the peer's end of stream, which has arrived
+    /// (so what it holds is all there will be).
+    private func dropUnreadInput() {
+        let scratch = readScratch
+        let (failure, _) = readUntilDrained { _ in (Platform.receive(fileDescriptor, into: scratch), scratch.count) }
+        if let failure { fail("read from \(remoteAddress)", failure) }
     }
 
     func peerDidClose() {

@@ -25,7 +25,11 @@ import Synchronization
 /// or once `inputLimit` bytes wait unconsumed, the connection stops reading: the kernel's window
 /// fills and the peer is slowed down, so memory stays bounded. A connection that is not reading
 /// still learns of a reset at once (it closes with `ECONNRESET`) and reports the peer's end of
-/// stream (`readClosed`) as soon as it arrives, whatever input still waits.
+/// stream (`readClosed`) as soon as it arrives, whatever input still waits. Paused, that input
+/// stays for when reading resumes; stalled by an `onRead` that left the full buffer, it is dropped
+/// (read to its end, so the peer gets an orderly end, not a reset) and the connection ends as at
+/// any end of stream. The peer's end of stream waits behind bytes its kernel still holds for the
+/// full window: `idleTimeout` bounds how long a stalled connection waits for a peer that left.
 ///
 /// Closing: at the peer's end of stream the connection reports `readClosed`, then (unless
 /// `allowsHalfClosure`) flushes its output and closes. `close()` is graceful (the peer gets every
