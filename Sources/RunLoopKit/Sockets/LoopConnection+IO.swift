@@ -360,7 +360,19 @@ extension LoopConnection {
     }
 
     func emit(_ event: Event) {
-        eventHandler?(self, event)
+        guard let eventHandler else {
+            // Kept for a handler set later (`onEvent`); the other events are of the moment.
+            if event == .readClosed { readClosedUnheard = true }
+            return
+        }
+        eventHandler(self, event)
+    }
+
+    /// Tells the event handler of a `readClosed` reported before it was set, if it was not told yet.
+    func tellUnheardReadClosed() {
+        guard readClosedUnheard, let eventHandler else { return }
+        readClosedUnheard = false
+        eventHandler(self, .readClosed)
     }
 
     // MARK: Settings, as the loop thread reads them

@@ -21,7 +21,8 @@ import Synchronization
 /// connection reports, or has reported, `closed`).
 ///
 /// Reading: bytes go to the input buffer, and `onRead` gets everything not consumed yet. Bytes
-/// that arrive before `onRead` is set are kept and delivered when it is. With `isReadingPaused`,
+/// that arrive before `onRead` is set are kept and delivered when it is, and the `readClosed` and
+/// `closed` that came before `onEvent` is set are told to it when it is. With `isReadingPaused`,
 /// or once `inputLimit` bytes wait unconsumed, the connection stops reading: the kernel's window
 /// fills and the peer is slowed down, so memory stays bounded. A connection that is not reading
 /// still learns of a reset at once (it closes with `ECONNRESET`) and reports the peer's end of
@@ -200,6 +201,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     let belowHighWatermark = Atomic<Bool>(true)
     /// `readClosed` was reported: at the end of stream read, or noticed while not reading.
     @exclusivity(unchecked) var endOfStreamReported = false
+    /// `readClosed` was reported while no `onEvent` handler was set: the next one set gets it.
+    @exclusivity(unchecked) var readClosedUnheard = false
     /// Whether a handler was told of the close.
     @exclusivity(unchecked) var closedReported = false
     /// Inside `onRead`: the input buffer is lent out, and reading waits.
@@ -439,19 +442,32 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     /// Sets the handler for `writable`, `readClosed` and `closed`.
     ///
-    /// Any thread; the handler runs on the loop's thread. Set after the connection closed, it is
-    /// told `closed` (once) soon after.
+    /// Any thread; the handler runs on the loop's thread. Set after the peer's end of stream, it
+    /// is told `readClosed` soon after; set after the connection closed, it is told `readClosed`
+    /// (if the peer's end of stream came first) and then `closed`, once. With `onRead` set before
+    /// it, a connection that already had its input, its end of stream and its close delivers them
+    /// in that order.
     public func onEvent(_ handler: sending @escaping (LoopConnection, Event) -> Void) {
         let box = EventHandler(handler)
         onLoop { connection in
             guard connection.isClosed else {
                 connection.eventHandler = box.handler
+                // Told on a later pass, as `onRead` is of waiting input, unless the close (or
+                // another handler) comes first: `enterClosed` tells it before `closed`.
+                if connection.readClosedUnheard {
+                    connection.loop.perform(inModes: connection.postingModes) { connection.tellUnheardReadClosed() }
+                }
                 return
             }
             guard !connection.closedReported else { return }
             connection.closedReported = true
             let error = connection.closedError
-            connection.loop.perform(inModes: connection.postingModes) { box.handler(connection, .closed(error)) }
+            let endFirst = connection.readClosedUnheard
+            connection.readClosedUnheard = false
+            connection.loop.perform(inModes: connection.postingModes) {
+                if endFirst { box.handler(connection, .readClosed) }
+                box.handler(connection, .closed(error))
+            }
         }
     }
 
