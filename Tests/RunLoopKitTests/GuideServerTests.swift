@@ -76,6 +76,22 @@ private func echoWithBackpressure(_ connection: LoopConnection) {
     }
 }
 
+/// Answers pipelined requests, one line each, with replies far larger than them.
+private func serveRequests(_ connection: LoopConnection) {
+    connection.pausesReadingWhileUnwritable = true  // no reading while replies wait to go out
+    connection.onRead { connection, buffer in
+        while connection.isWritable, let request = buffer.readLine() {
+            connection.enqueue(reply(to: request))
+        }
+    }
+}
+
+/// The reply to `request`: 1 MiB, the request and a newline first.
+private func reply(to request: [UInt8]) -> [UInt8] {
+    let head = request + [0x0A]
+    return head + [UInt8](repeating: UInt8(ascii: "."), count: (1 << 20) - head.count)
+}
+
 /// Answers each line with itself.
 private func handle(_ line: [UInt8], from connection: LoopConnection) {
     connection.enqueue(line + [0x0A])
@@ -289,6 +305,27 @@ private func onOwnExecutor(_ body: () async throws -> Void) async throws {
             sys.stdout.write(data.decode())
             """, [String(server.address.port ?? 0)])
         #expect(output == "hello\nERROR line too long\n")
+    }
+
+    /// 200 pipelined requests, each answered with 1 MiB, to a client that reads slowly: every
+    /// reply arrives, in order, and the server's output, seen each time its loop goes to sleep,
+    /// never holds more than the high watermark and one reply.
+    @Test func pipelinedRequestsWithLargeRepliesKeepTheOutputBounded() throws {
+        let accepted = Locked<LoopConnection?>(nil)
+        let mostQueued = Locked(0)
+        let server = try EchoServer { connection in
+            accepted.withLock { $0 = connection }
+            serveRequests(connection)
+        }
+        defer { server.stop() }
+        let sampler = LoopObserver(activities: .beforeWaiting) { _, _ in
+            let queued = accepted.withLock { $0?.outputBufferedBytes ?? 0 }
+            mostQueued.withLock { $0 = max($0, queued) }
+        }
+        server.thread.loop.add(sampler, forMode: .default)
+        try runPython(BackpressureTests.slowClient, [String(server.address.port ?? 0), "200", String(1 << 20)])
+        #expect(mostQueued.withLock { $0 } > 0)
+        #expect(mostQueued.withLock { $0 } <= LoopConnection.defaultWriteWatermarks.high + (1 << 20))
     }
 
     @Test func backpressurePausesReadingUntilTheOutputDrains() async throws {

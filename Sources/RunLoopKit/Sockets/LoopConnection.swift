@@ -119,6 +119,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// The settings read on every event, as atomics: the loop thread reads them without a lock.
     let readingPausedSetting = Atomic<Bool>(false)
     let halfClosureSetting = Atomic<Bool>(false)
+    /// `pausesReadingWhileUnwritable` (`LoopConnection+Backpressure.swift`).
+    let unwritablePauseSetting = Atomic<Bool>(false)
     /// `isOpen`: set when the connection is connected, cleared as it closes.
     let openState: Atomic<Bool>
     let fileDescriptor: Int32
@@ -559,10 +561,16 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         get { readingPausedSetting.load(ordering: .acquiring) }
         set {
             readingPausedSetting.store(newValue, ordering: .releasing)
-            onLoop { connection in
-                connection.updateInterest()
-                if !newValue { connection.scheduleDelivery() }
-            }
+            pauseChanged(resumed: !newValue)
+        }
+    }
+
+    /// After a pause setting changed: reading follows it on the loop's thread, and a resume
+    /// delivers the input already buffered.
+    func pauseChanged(resumed: Bool) {
+        onLoop { connection in
+            connection.updateInterest()
+            if resumed { connection.scheduleDelivery() }
         }
     }
 
