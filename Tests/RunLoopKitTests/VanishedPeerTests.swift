@@ -74,7 +74,7 @@ import Testing
         #expect(!server.log.events.contains { $0.hasPrefix("line") })
     }
 
-    /// The shape with a peer that half-closes and waits: it sends far more than the input
+    /// A peer that half-closes and waits for its answer: it sends far more than the input
     /// limit, then its end of stream. The stalled connection reports `readClosed` and closes in
     /// order: the input it had not read is dropped (read to its end), so the peer reads an end of
     /// stream, not a reset, and no socket is left in CLOSE_WAIT.
