@@ -59,7 +59,7 @@ final class Session {
         if !output.bytes.isEmpty {
             // Sent at once when nothing is queued (the usual case); only what the socket does not
             // take is copied to the connection's output.
-            connection.write(output.bytes)
+            connection.enqueue(output.bytes)
             output.bytes.removeAll(keepingCapacity: true)
         }
         // Back, emptied, to be filled again by the next batch.

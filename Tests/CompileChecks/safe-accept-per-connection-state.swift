@@ -10,7 +10,7 @@ let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 
     connection.onRead { connection, buffer in
         while let line = buffer.readLine() {
             lines += 1
-            connection.write(Array("\(lines): ".utf8) + line + [0x0A])
+            connection.enqueue(Array("\(lines): ".utf8) + line + [0x0A])
         }
     }
 }

@@ -49,7 +49,7 @@ loop.add(listener, forMode: .default)
 LoopConnection.connect(to: listener.localAddress, on: loop) { result in
     seen.saw("connect")
     if case .success(let connection) = result {
-        connection.write([1])
+        connection.enqueue([1])
         connection.close()
     }
 }

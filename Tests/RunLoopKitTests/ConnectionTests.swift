@@ -97,7 +97,7 @@ import Testing
             switch event {
             case .writable where wroteLast.value == 0:
                 wroteLast.add(1)
-                connection.write([UInt8](repeating: 2, count: last))
+                connection.enqueue([UInt8](repeating: 2, count: last))
                 if closes { connection.close() } else { connection.shutdownOutput() }
             case .closed(let error):
                 closed.append(error)
@@ -105,7 +105,7 @@ import Testing
                 break
             }
         }
-        client.loop.perform { connection.write([UInt8](repeating: 1, count: first)) }
+        client.loop.perform { connection.enqueue([UInt8](repeating: 1, count: first)) }
         #expect(await eventually { ended.value == 1 })
         #expect(received.value == first + last)
         #expect(await eventually { closed.count == 1 || !closes })
@@ -142,7 +142,7 @@ import Testing
             connection.allowsHalfClosure = true
             connection.onEvent { connection, event in
                 if event == .readClosed {
-                    connection.write(Array("late".utf8))
+                    connection.enqueue(Array("late".utf8))
                     connection.close()
                 }
             }
@@ -244,7 +244,7 @@ import Testing
         let threads = 4
         let perThread = 2_000
         DispatchQueue.concurrentPerform(iterations: threads) { thread in
-            for index in 0..<perThread { connection.write(Array("\(thread):\(index)\n".utf8)) }
+            for index in 0..<perThread { connection.enqueue(Array("\(thread):\(index)\n".utf8)) }
         }
         #expect(await eventually { lines.count == threads * perThread })
         var next = [Int](repeating: 0, count: threads)
@@ -285,7 +285,7 @@ import Testing
             connection.recordClosed(in: closed)
             connection.onRead { connection, buffer in
                 guard buffer.readLine() != nil else { return }
-                connection.write(response)
+                connection.enqueue(response)
                 connection.close()
             }
         }
@@ -354,7 +354,7 @@ import Testing
         // Written until one write meets the reset (the first may go out before it arrives).
         #expect(
             await eventually {
-                second.write("after the reset".utf8)
+                second.enqueue("after the reset".utf8)
                 return secondClosed.count == 1
             })
         #expect(secondClosed.events.first! != nil, "the client met the reset")
@@ -414,7 +414,7 @@ import Testing
                 let connection = connected.events[0]
                 #expect(loop.contains(connection, inMode: mode))
                 #expect(!loop.contains(connection, inMode: .default))
-                connection.write(Array("hello".utf8))
+                connection.enqueue(Array("hello".utf8))
                 loop.add(LoopTimer(after: .seconds(3_600)) { _ in }, forMode: .default)
                 loop.run(mode: .default, for: .milliseconds(100))
                 #expect(reads.count == 0)

@@ -66,7 +66,7 @@ private func chatRoom(_ listening: (SocketAddress) -> Void) throws {
                 }
                 let message = Array("\(name): ".utf8) + line + [0x0A]
                 for (other, member) in members.value where other != id {
-                    member.connection.write(message)
+                    member.connection.enqueue(message)
                 }
             }
         }

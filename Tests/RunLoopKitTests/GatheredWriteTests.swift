@@ -91,10 +91,10 @@ import Testing
             let descriptor = accepted.fileDescriptor
             let before = Self.dataSegmentsSent(descriptor)
             var seen = Observed()
-            accepted.write(Self.pattern(from: 0, count: 100))
+            accepted.enqueue(Self.pattern(from: 0, count: 100))
             seen.queuedAfterFirst = accepted.outputBufferedBytes
             seen.segmentsAfterFirst = Self.dataSegmentsSent(descriptor) &- before
-            for index in 1..<10 { accepted.write(Self.pattern(from: index * 100, count: 100)) }
+            for index in 1..<10 { accepted.enqueue(Self.pattern(from: index * 100, count: 100)) }
             seen.queuedAfterAll = accepted.outputBufferedBytes
             seen.segmentsAfterAll = Self.dataSegmentsSent(descriptor) &- before
             observed.withLock { $0 = seen }
@@ -117,7 +117,7 @@ import Testing
         let observed = Locked<Observed?>(nil)
         let output = try await Self.withReader { accepted in
             let before = Self.dataSegmentsSent(accepted.fileDescriptor)
-            accepted.write(Self.pattern(from: 0, count: 300))
+            accepted.enqueue(Self.pattern(from: 0, count: 300))
             var seen = Observed()
             seen.queuedAfterFirst = accepted.outputBufferedBytes
             seen.segmentsAfterFirst = Self.dataSegmentsSent(accepted.fileDescriptor) &- before
@@ -162,9 +162,9 @@ import Testing
         let output = try await Self.withReader { accepted in
             accepted.writeWatermarks = (low: 0, high: 1_000)
             accepted.onEvent { _, event in events.append(event) }
-            accepted.write(Self.pattern(from: 0, count: 100))
+            accepted.enqueue(Self.pattern(from: 0, count: 100))
             let afterFirst = accepted.isWritable
-            accepted.write(Self.pattern(from: 100, count: 2_000))
+            accepted.enqueue(Self.pattern(from: 100, count: 2_000))
             writableInCallout.withLock { $0 = [afterFirst, accepted.isWritable] }
         } whileConnected: { _, accepted in
             #expect(await eventually { events.events.contains(.writable) })
@@ -183,7 +183,7 @@ import Testing
             // gathered bytes leave without waiting for the pass to end.
             let chunk = 64 * 1024
             for index in 0..<64 {
-                accepted.write(Self.pattern(from: index * chunk, count: chunk))
+                accepted.enqueue(Self.pattern(from: index * chunk, count: chunk))
             }
             accepted.close()
         }

@@ -18,7 +18,7 @@ private func echoServer() throws -> (server: LoopThread, port: Int) {
         connection.idleTimeout = .seconds(30)
         connection.onRead { connection, buffer in
             while let line = buffer.readLine() {
-                connection.write(line + [0x0A])
+                connection.enqueue(line + [0x0A])
             }
             // A peer that sends without a newline stalls at `inputLimit` (1 MiB by default).
         }
@@ -76,9 +76,25 @@ private func echoWithBackpressure(_ connection: LoopConnection) {
     }
 }
 
+/// Answers pipelined requests, one line each, with replies far larger than them.
+private func serveRequests(_ connection: LoopConnection) {
+    connection.pausesReadingWhileUnwritable = true  // no reading while replies wait to go out
+    connection.onRead { connection, buffer in
+        while connection.isWritable, let request = buffer.readLine() {
+            connection.enqueue(reply(to: request))
+        }
+    }
+}
+
+/// The reply to `request`: 1 MiB, the request and a newline first.
+private func reply(to request: [UInt8]) -> [UInt8] {
+    let head = request + [0x0A]
+    return head + [UInt8](repeating: UInt8(ascii: "."), count: (1 << 20) - head.count)
+}
+
 /// Answers each line with itself.
 private func handle(_ line: [UInt8], from connection: LoopConnection) {
-    connection.write(line + [0x0A])
+    connection.enqueue(line + [0x0A])
 }
 
 /// Serves lines, refusing one longer than the input limit.
@@ -86,7 +102,7 @@ private func serveLines(_ connection: LoopConnection) {
     connection.onRead { connection, buffer in
         while let line = buffer.readLine() { handle(line, from: connection) }
         if buffer.count >= connection.inputLimit {
-            connection.write(Array("ERROR line too long\n".utf8))
+            connection.enqueue(Array("ERROR line too long\n".utf8))
             connection.close()
         }
     }
@@ -163,9 +179,9 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
                         requests.append(request)
                         if request == "report" {
                             busyConnections.append(connection)
-                            connection.write(report)
+                            connection.enqueue(report)
                         } else {
-                            connection.write(line + [0x0A])
+                            connection.enqueue(line + [0x0A])
                         }
                     }
                 })
@@ -181,7 +197,7 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
     guard waitUntil({ clients.count == 2 }) else { return DrainOutcome() }
     let (busyClient, idleClient) = (clients.events[0], clients.events[1])
     // The busy client does not read yet: most of the report stays queued on the server.
-    busyClient.write(Array("report\n".utf8))
+    busyClient.enqueue(Array("report\n".utf8))
     runLoop(loop, in: .default) { accepted.count == 2 && requests.count == 1 }
 
     // The idle client's line reaches the server's socket (a write on the loop's thread goes to
@@ -190,7 +206,7 @@ private func drainScenario(client: LoopThread) throws -> DrainOutcome {
     let echoed = Locked<[UInt8]>([])
     idleClient.onRead { _, buffer in echoed.withLock { $0 += buffer.read(maxLength: buffer.count) } }
     client.loop.perform {
-        idleClient.write(Array("ping\n".utf8))
+        idleClient.enqueue(Array("ping\n".utf8))
         pinged.withLock { $0 = true }
     }
     _ = waitUntil { pinged.withLock { $0 } }
@@ -289,6 +305,27 @@ private func onOwnExecutor(_ body: () async throws -> Void) async throws {
             sys.stdout.write(data.decode())
             """, [String(server.address.port ?? 0)])
         #expect(output == "hello\nERROR line too long\n")
+    }
+
+    /// 200 pipelined requests, each answered with 1 MiB, to a client that reads slowly: every
+    /// reply arrives, in order, and the server's output, seen each time its loop goes to sleep,
+    /// never holds more than the high watermark and one reply.
+    @Test func pipelinedRequestsWithLargeRepliesKeepTheOutputBounded() throws {
+        let accepted = Locked<LoopConnection?>(nil)
+        let mostQueued = Locked(0)
+        let server = try EchoServer { connection in
+            accepted.withLock { $0 = connection }
+            serveRequests(connection)
+        }
+        defer { server.stop() }
+        let sampler = LoopObserver(activities: .beforeWaiting) { _, _ in
+            let queued = accepted.withLock { $0?.outputBufferedBytes ?? 0 }
+            mostQueued.withLock { $0 = max($0, queued) }
+        }
+        server.thread.loop.add(sampler, forMode: .default)
+        try runPython(BackpressureTests.slowClient, [String(server.address.port ?? 0), "200", String(1 << 20)])
+        #expect(mostQueued.withLock { $0 } > 0)
+        #expect(mostQueued.withLock { $0 } <= LoopConnection.defaultWriteWatermarks.high + (1 << 20))
     }
 
     @Test func backpressurePausesReadingUntilTheOutputDrains() async throws {
@@ -404,7 +441,7 @@ private func onOwnExecutor(_ body: () async throws -> Void) async throws {
             connection.onRead { _, buffer in
                 while let line = buffer.readLine() {
                     for (other, member) in members.value where other != id {
-                        member.write(line + [0x0A])
+                        member.enqueue(line + [0x0A])
                     }
                 }
             }
@@ -520,4 +557,4 @@ private func memberCount(
 }
 
 /// Queues `bytes` without waiting for them to drain (the synchronous `write`).
-private func enqueue(_ bytes: [UInt8], on connection: LoopConnection) { connection.write(bytes) }
+private func enqueue(_ bytes: [UInt8], on connection: LoopConnection) { connection.enqueue(bytes) }

@@ -21,7 +21,7 @@ private func tlsServer(
         // The handshake has succeeded: what is read and written here is plaintext.
         connection.onRead { connection, buffer in
             while let line = buffer.readLine() {
-                connection.write(line + [0x0A])
+                connection.enqueue(line + [0x0A])
             }
         }
     }

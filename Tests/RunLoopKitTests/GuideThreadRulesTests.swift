@@ -19,7 +19,7 @@ private let printed = printLog()
             connection.onRead { connection, buffer in
                 while let line = buffer.readLine() {
                     lines += 1
-                    connection.write(Array("\(lines): ".utf8) + line + [0x0A])
+                    connection.enqueue(Array("\(lines): ".utf8) + line + [0x0A])
                 }
             }
         }

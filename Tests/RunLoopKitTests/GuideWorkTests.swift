@@ -65,7 +65,7 @@ private func sortOverStandardStreams(on loop: Loop) throws {
     child.standardOutput!.onRead { _, buffer in
         while let line = buffer.readLine() { print(String(decoding: line, as: UTF8.self)) }
     }
-    child.standardInput!.write("pear\napple\n".utf8)
+    child.standardInput!.enqueue("pear\napple\n".utf8)
     child.standardInput!.shutdownOutput()  // sort sees the end of its input
     loop.add(child, forMode: .common)
 }

@@ -167,7 +167,7 @@ import Testing
                 let capture = CallsBack()
                 capture.onDeinit = { [weak connection, weak loop, weak other] in
                     _ = connection?.outputBufferedBytes
-                    connection?.write([1])
+                    connection?.enqueue([1])
                     connection?.close()
                     if let loop, let other {
                         _ = loop.contains(other, inMode: .default)

@@ -117,7 +117,7 @@ import Testing
             let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0), backlog: 128) {
                 connection in
                 accepted.hold(connection)
-                connection.write([UInt8(ascii: "s")])  // served
+                connection.enqueue([UInt8(ascii: "s")])  // served
             }
             listener.onShed { _, error in reports.append(error) }
             server.loop.add(listener, forMode: .default)

@@ -193,7 +193,7 @@ private final class QueueOnlyWriter: @unchecked Sendable {
 
     func writeWhileWritable() {
         while written < payload.count && connection.isWritable {
-            connection.write(payload[written..<written + stormChunk])
+            connection.enqueue(payload[written..<written + stormChunk])
             written += stormChunk
         }
         if written == payload.count && !shutDown {

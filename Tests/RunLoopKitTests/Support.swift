@@ -470,13 +470,19 @@ func ownSocketInodes() -> Set<String> {
 }
 
 /// The inodes of the IPv4 sockets of the machine still connecting (SYN sent) to `port`.
-func socketsConnecting(toPort port: Int) -> Set<String> {
+func socketsConnecting(toPort port: Int) -> Set<String> { tcpSockets(state: "02", remotePort: port) }
+
+/// The inodes of the IPv4 sockets of the machine in `state` (`/proc/net/tcp`'s hex code: "02" SYN
+/// sent, "08" close wait), bound to `localPort` or connected to `remotePort` when given.
+func tcpSockets(state: String, localPort: Int? = nil, remotePort: Int? = nil) -> Set<String> {
     guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return [] }
+    func port(_ address: Substring) -> Int? { address.split(separator: ":").last.flatMap { Int($0, radix: 16) } }
     var inodes: Set<String> = []
     for line in table.split(separator: "\n").dropFirst() {
         let fields = line.split(separator: " ")
-        guard fields.count > 9, fields[3] == "02", let remotePort = fields[2].split(separator: ":").last,
-            Int(remotePort, radix: 16) == port
+        guard fields.count > 9, fields[3] == state,
+            localPort == nil || port(fields[1]) == localPort,
+            remotePort == nil || port(fields[2]) == remotePort
         else { continue }
         inodes.insert(String(fields[9]))
     }

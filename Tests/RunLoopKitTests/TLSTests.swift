@@ -220,7 +220,7 @@ extension EchoServer {
                     outcome.append(String(decoding: buffer.read(maxLength: 100), as: UTF8.self))
                     connection.close()
                 }
-                connection.write(Array("over tls".utf8))
+                connection.enqueue(Array("over tls".utf8))
             case .failure(let error):
                 outcome.append("failed: \(error)")
             }
@@ -498,7 +498,7 @@ extension EchoServer {
         let server = try EchoServer(try certificates.server()) { connection in
             connection.allowsHalfClosure = true
             connection.onRead { _, _ in }
-            connection.write(Array(repeating: UInt8(ascii: "z"), count: 100_000))
+            connection.enqueue(Array(repeating: UInt8(ascii: "z"), count: 100_000))
             connection.shutdownOutput()
         }
         defer { server.stop() }

@@ -18,12 +18,16 @@ import Testing
         var port: Int { listener.localAddress.port ?? 0 }
 
         /// `resumes`: reading resumes when `readClosed` is reported.
-        init(paused: Bool, resumes: Bool = false, inputLimit: Int = LoopConnection.defaultInputLimit) throws {
+        init(
+            paused: Bool, resumes: Bool = false, inputLimit: Int = LoopConnection.defaultInputLimit,
+            idleTimeout: Duration? = nil
+        ) throws {
             let events = events
             let log = log
             listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0)) { connection in
                 connection.isReadingPaused = paused
                 connection.inputLimit = inputLimit
+                connection.idleTimeout = idleTimeout
                 // A line protocol: only whole lines are consumed.
                 connection.onRead { _, buffer in
                     while let line = buffer.readLine() { log.append("line " + String(decoding: line, as: UTF8.self)) }
@@ -68,6 +72,51 @@ import Testing
         #expect(server.readClosedCount == 1)
         #expect(server.closed?.error == nil)
         #expect(!server.log.events.contains { $0.hasPrefix("line") })
+    }
+
+    /// A peer that half-closes and waits for its answer: it sends far more than the input
+    /// limit, then its end of stream. The stalled connection reports `readClosed` and closes in
+    /// order: the input it had not read is dropped (read to its end), so the peer reads an end of
+    /// stream, not a reset, and no socket is left in CLOSE_WAIT.
+    @Test func aStalledConnectionEndsInOrderWhenThePeerEndsItsStream() async throws {
+        let server = try Server(paused: false, inputLimit: 4096)
+        defer { server.stop() }
+        // 100,000 bytes fit in the kernel's buffers (a peer's end of stream waits behind bytes the
+        // receiver's closed window does not let through: see the Guide).
+        let (answer, _) = try runPython(
+            """
+            import socket, sys
+            s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+            s.sendall(b"x" * 100000)
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(5)
+            try:
+                print(repr(s.recv(10)))
+            except OSError as error:
+                print(repr(error))
+            """, [String(server.port)])
+        #expect(answer == "b''\n", "the peer read \(answer), not an end of stream")
+        #expect(await eventually(within: .seconds(2)) { server.closed != nil }, "never closed: \(server.log.events)")
+        #expect(server.log.events == ["readClosed", "closed"])
+        #expect(tcpSockets(state: "08", localPort: server.port).isEmpty, "a socket was left in CLOSE_WAIT")
+    }
+
+    /// 256 KiB do not fit in the kernel's buffers: the peer's end of stream waits in its kernel
+    /// behind the bytes the stalled connection's closed window keeps out, so no end of stream
+    /// arrives (the peer's socket stays in FIN-WAIT-1, this one established). `idleTimeout` is
+    /// what ends such a connection.
+    @Test func anIdleLimitEndsAStalledConnectionWhosePeersEndCannotArrive() async throws {
+        let server = try Server(paused: false, inputLimit: 4096, idleTimeout: .milliseconds(500))
+        defer { server.stop() }
+        try runPython(
+            """
+            import socket, sys
+            s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+            s.sendall(b"x" * 262144)
+            s.close()
+            """, [String(server.port)])
+        #expect(await eventually(within: .seconds(5)) { server.closed != nil }, "never closed: \(server.log.events)")
+        #expect(server.closed?.error?.systemError == ETIMEDOUT)
     }
 
     @Test func aPausedConnectionLearnsOfAResetAtOnce() async throws {

@@ -178,7 +178,7 @@ enum RunLoopKitSockets: SocketContender {
         if run.kind == .bulk {
             let fill = { (connection: LoopConnection) in
                 while run.sent < run.bulkBytes && connection.isWritable {
-                    connection.write(run.chunk)
+                    connection.enqueue(run.chunk)
                     run.sent += run.chunk.count
                 }
             }
@@ -201,7 +201,7 @@ enum RunLoopKitSockets: SocketContender {
                 remaining -= 1
                 if remaining > 0 {
                     sentAt = now
-                    connection.write(run.message)
+                    connection.enqueue(run.message)
                 } else {
                     run.finished += 1
                     if run.finished == run.connections {
@@ -211,6 +211,6 @@ enum RunLoopKitSockets: SocketContender {
                 }
             }
         }
-        connection.write(run.message)
+        connection.enqueue(run.message)
     }
 }

@@ -176,11 +176,8 @@ extension LoopConnection {
     /// corrupt it; `abort()` drops them). A task cancelled before the loop took the bytes (already
     /// cancelled when it called, for one) queues nothing.
     ///
-    /// Which `write` a call picks: this one in `async` functions and closures, the queue-only
-    /// `write(_:)` in synchronous code. In top-level code Swift ranks overloads as in synchronous
-    /// code (swiftlang/swift#74459), so there `try await connection.write(bytes)` does not
-    /// compile ("unavailable from asynchronous contexts") instead of queueing without waiting:
-    /// await writes from an `async` function or a `Task`, or queue them with `enqueue(_:)`.
+    /// The one `write(_:)` of bytes: an awaited call waits in every context, top-level code
+    /// included. `enqueue(_:)` queues without waiting.
     public func write(_ bytes: [UInt8]) async throws {
         try await awaitWrite { connection in
             // The array crosses to the loop as it is; what the socket does not take at once is

@@ -82,7 +82,15 @@ extension LoopConnection {
             lastActivity = LoopConnection.coarseNow
             deliverInput()
         }
-        if ended && !isClosed { peerDidClose() }
+        guard ended && !isClosed else { return }
+        if isPaused && readHandler != nil && !input.isEmpty {
+            // The handler left input for when reading resumes (it stopped at the high watermark, or
+            // paused): the end of stream is reported now, and applied once that input is delivered
+            // and reading goes on (the socket gives its end of stream again).
+            reportEndOfStream()
+        } else {
+            peerDidClose()
+        }
     }
 
     /// The loop's scratch space for reads, without a reference to the loop taken.
@@ -117,31 +125,45 @@ extension LoopConnection {
     /// Paused, or stalled while awaited reads lag behind, the input the peer sent before its end
     /// stays readable (reading on takes it, and then the connection goes on as at any end of
     /// stream). Stalled with an `onRead` handler that left the full buffer unconsumed, nothing
-    /// more can reach that handler, so the connection ends as at any end of stream: `readClosed`,
-    /// then (unless `allowsHalfClosure`) it flushes its output and closes.
+    /// more can reach that handler: unless `readClosed`'s handler made room (a higher
+    /// `inputLimit`), the input the connection has not read is dropped, read to its end so that
+    /// the peer gets an orderly end rather than a reset (closing a socket with unread input sends
+    /// one), and the connection ends as at any end of stream: then (unless `allowsHalfClosure`)
+    /// it flushes its output and closes.
     private func peerMayHaveGone() {
         if let failure = Platform.pendingError(fileDescriptor) {
             fail("read from \(remoteAddress)", failure)
             return
         }
         guard !inputEnded, !isClosing, Platform.peerHasEnded(fileDescriptor) else { return }
-        if isPaused || readHandler == nil {
-            guard !endOfStreamReported else { return }
-            endOfStreamReported = true
-            emit(.readClosed)
-        } else {
-            peerDidClose()
-        }
+        reportEndOfStream()
+        guard !isPaused, readHandler != nil, !inputEnded, !isClosing, !isClosed,
+            input.count >= currentInputLimit
+        else { return }
+        dropUnreadInput()
+        if !isClosed { peerDidClose() }
+    }
+
+    /// Reads and drops what the socket holds, up to the peer's end of stream, which has arrived
+    /// (so what it holds is all there will be).
+    private func dropUnreadInput() {
+        let scratch = readScratch
+        let (failure, _) = readUntilDrained { _ in (Platform.receive(fileDescriptor, into: scratch), scratch.count) }
+        if let failure { fail("read from \(remoteAddress)", failure) }
     }
 
     func peerDidClose() {
         for read in pendingReads { read.continuation.resume(returning: []) }
         pendingReads.removeAll()
-        if !endOfStreamReported {
-            endOfStreamReported = true
-            emit(.readClosed)
-        }
+        reportEndOfStream()
         apply(.peerEnded)
+    }
+
+    /// Reports `readClosed`, once.
+    private func reportEndOfStream() {
+        guard !endOfStreamReported else { return }
+        endOfStreamReported = true
+        emit(.readClosed)
     }
 
     /// Hands the input to waiting `read(maxLength:)` calls, then to `onRead`.
@@ -295,6 +317,7 @@ extension LoopConnection {
         if output.updateWatermarks(queued: queued, count: queuedCount, below: belowHighWatermark) {
             emit(.writable)
             guard !isClosed else { return }
+            outputBecameWritable()
             // The handler may have queued more, then asked for the end of stream (or closed),
             // which must wait for those bytes.
             queued = queuedBytes
@@ -347,75 +370,30 @@ extension LoopConnection {
     }
 
     func emit(_ event: Event) {
-        eventHandler?(self, event)
+        guard let eventHandler else {
+            // Kept for a handler set later (`onEvent`); the other events are of the moment.
+            if event == .readClosed { readClosedUnheard = true }
+            return
+        }
+        eventHandler(self, event)
+    }
+
+    /// Tells the event handler of a `readClosed` reported before it was set, if it was not told yet.
+    func tellUnheardReadClosed() {
+        guard readClosedUnheard, let eventHandler else { return }
+        readClosedUnheard = false
+        eventHandler(self, .readClosed)
     }
 
     // MARK: Settings, as the loop thread reads them
 
-    var isPaused: Bool { readingPausedSetting.load(ordering: .relaxed) }
+    /// Whether reading is paused: by `isReadingPaused`, or by the output while it is at or above
+    /// the high watermark (`pausesReadingWhileUnwritable`).
+    var isPaused: Bool {
+        readingPausedSetting.load(ordering: .relaxed)
+            || (unwritablePauseSetting.load(ordering: .relaxed) && !belowHighWatermark.load(ordering: .relaxed))
+    }
     var currentInputLimit: Int { inputLimitSetting.load(ordering: .relaxed) }
-
-    // MARK: Deadlines
-
-    /// CLOCK_MONOTONIC_COARSE in nanoseconds, for `lastActivity`: every read and write records
-    /// the time, and the coarse clock (the kernel's last tick, a few milliseconds behind at most,
-    /// which an idle limit does not notice) is a plain memory read where `ContinuousClock.now`
-    /// reads the time stamp counter.
-    static var coarseNow: Int64 { Platform.coarseClockNanoseconds() }
-
-    /// The coarse clock's step: an idle deadline that the coarse clock does not see as passed yet
-    /// is re-armed this much later at least, not in a burst of short timers.
-    static let coarseStep: Duration = .nanoseconds(Platform.coarseClockResolution())
-
-    /// How long ago bytes last moved, on the coarse clock.
-    var idleFor: Duration { .nanoseconds(LoopConnection.coarseNow - lastActivity) }
-
-    /// The one timer of a connection: its connect deadline while connecting, its idle deadline
-    /// while open, its linger deadline while closing. Re-armed lazily: traffic only updates
-    /// `lastActivity`.
-    func armDeadline(at fireDate: ContinuousClock.Instant? = nil) {
-        guard !isClosed else { return }
-        let deadline: ContinuousClock.Instant
-        if let fireDate {
-            deadline = fireDate
-        } else {
-            // Lingering: the linger deadline stands, whatever the idle limit.
-            guard lifecycle != .lingering else { return }
-            guard let idle = withShared({ $0.idleTimeout }) else {
-                // No idle limit any more: the timer goes, so that it does not wake the loop.
-                if !isConnecting { dropTimer() }
-                return
-            }
-            deadline = .now + max(idle - idleFor, LoopConnection.coarseStep)
-        }
-        if let timer = withResidency({ $0.timer }) {
-            timer.fireDate = deadline
-            return
-        }
-        // The timer reaches the connection through its source, which holds the connection while
-        // it is in its loop: no reference from the timer (which the connection holds) back to it.
-        // Repeating, so that it stays valid once it has fired (a one-shot timer invalidates itself)
-        // and each later deadline is a new fire date, not a new timer: the interval only matters
-        // if nothing re-arms it, and an hour keeps such a timer from waking the loop for nothing.
-        let source = descriptorSource
-        let timer = LoopTimer(fireAt: deadline, interval: .seconds(3_600)) { _ in
-            (source.heldClient as? LoopConnection)?.deadlinePassed()
-        }
-        loop.attach(timer, to: self)
-    }
-
-    /// Invalidates the connection's timer, if it has one.
-    func dropTimer() {
-        let timer = withResidency { residency in
-            defer { residency.timer = nil }
-            return residency.timer
-        }
-        timer?.invalidate()
-    }
-
-    private func deadlinePassed() {
-        apply(.deadlinePassed)
-    }
 }
 
 extension LoopDescriptorSource.Events {

@@ -22,7 +22,8 @@ import Glibc
 // | `closed` | any | `closed` | nothing |
 //
 // Entering `closed` (`enterClosed`): the descriptor goes (once libevent has let go), waiting
-// calls end, handlers are let go and `closed` is reported exactly once.
+// calls end, handlers are let go and `closed` is reported exactly once (after a `readClosed` that
+// no handler was told yet, if there is one: see `onEvent`).
 
 extension LoopConnection {
     /// The lifecycle (see the table above).
@@ -254,6 +255,8 @@ extension LoopConnection {
             pendingReads.removeAll()
         }
         output.close(failingWritersWith: ended, count: queuedCount)
+        // A handler set after the peer's end of stream and not told yet hears it before the close.
+        tellUnheardReadClosed()
         let completion = connectCompletion
         connectCompletion = nil
         let handler = eventHandler

@@ -21,11 +21,16 @@ import Synchronization
 /// connection reports, or has reported, `closed`).
 ///
 /// Reading: bytes go to the input buffer, and `onRead` gets everything not consumed yet. Bytes
-/// that arrive before `onRead` is set are kept and delivered when it is. With `isReadingPaused`,
+/// that arrive before `onRead` is set are kept and delivered when it is, and the `readClosed` and
+/// `closed` that came before `onEvent` is set are told to it when it is. With `isReadingPaused`,
 /// or once `inputLimit` bytes wait unconsumed, the connection stops reading: the kernel's window
 /// fills and the peer is slowed down, so memory stays bounded. A connection that is not reading
 /// still learns of a reset at once (it closes with `ECONNRESET`) and reports the peer's end of
-/// stream (`readClosed`) as soon as it arrives, whatever input still waits.
+/// stream (`readClosed`) as soon as it arrives, whatever input still waits. Paused, that input
+/// stays for when reading resumes; stalled by an `onRead` that left the full buffer, it is dropped
+/// (read to its end, so the peer gets an orderly end, not a reset) and the connection ends as at
+/// any end of stream. The peer's end of stream waits behind bytes its kernel still holds for the
+/// full window: `idleTimeout` bounds how long a stalled connection waits for a peer that left.
 ///
 /// Closing: at the peer's end of stream the connection reports `readClosed`, then (unless
 /// `allowsHalfClosure`) flushes its output and closes. `close()` is graceful (the peer gets every
@@ -114,6 +119,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// The settings read on every event, as atomics: the loop thread reads them without a lock.
     let readingPausedSetting = Atomic<Bool>(false)
     let halfClosureSetting = Atomic<Bool>(false)
+    /// `pausesReadingWhileUnwritable` (`LoopConnection+Backpressure.swift`).
+    let unwritablePauseSetting = Atomic<Bool>(false)
     /// `isOpen`: set when the connection is connected, cleared as it closes.
     let openState: Atomic<Bool>
     let fileDescriptor: Int32
@@ -196,6 +203,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     let belowHighWatermark = Atomic<Bool>(true)
     /// `readClosed` was reported: at the end of stream read, or noticed while not reading.
     @exclusivity(unchecked) var endOfStreamReported = false
+    /// `readClosed` was reported while no `onEvent` handler was set: the next one set gets it.
+    @exclusivity(unchecked) var readClosedUnheard = false
     /// Whether a handler was told of the close.
     @exclusivity(unchecked) var closedReported = false
     /// Inside `onRead`: the input buffer is lent out, and reading waits.
@@ -435,19 +444,32 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     /// Sets the handler for `writable`, `readClosed` and `closed`.
     ///
-    /// Any thread; the handler runs on the loop's thread. Set after the connection closed, it is
-    /// told `closed` (once) soon after.
+    /// Any thread; the handler runs on the loop's thread. Set after the peer's end of stream, it
+    /// is told `readClosed` soon after; set after the connection closed, it is told `readClosed`
+    /// (if the peer's end of stream came first) and then `closed`, once. With `onRead` set before
+    /// it, a connection that already had its input, its end of stream and its close delivers them
+    /// in that order.
     public func onEvent(_ handler: sending @escaping (LoopConnection, Event) -> Void) {
         let box = EventHandler(handler)
         onLoop { connection in
             guard connection.isClosed else {
                 connection.eventHandler = box.handler
+                // Told on a later pass, as `onRead` is of waiting input, unless the close (or
+                // another handler) comes first: `enterClosed` tells it before `closed`.
+                if connection.readClosedUnheard {
+                    connection.loop.perform(inModes: connection.postingModes) { connection.tellUnheardReadClosed() }
+                }
                 return
             }
             guard !connection.closedReported else { return }
             connection.closedReported = true
             let error = connection.closedError
-            connection.loop.perform(inModes: connection.postingModes) { box.handler(connection, .closed(error)) }
+            let endFirst = connection.readClosedUnheard
+            connection.readClosedUnheard = false
+            connection.loop.perform(inModes: connection.postingModes) {
+                if endFirst { box.handler(connection, .readClosed) }
+                box.handler(connection, .closed(error))
+            }
         }
     }
 
@@ -455,26 +477,10 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     /// Queues a copy of `bytes` for sending (sending at once what the socket takes, when nothing
     /// is queued before them and this is the connection's first write of the loop's pass),
-    /// without waiting: the spelling for synchronous code, handlers included. In `async` code,
-    /// `try await write(_:)` waits below the high watermark instead.
-    ///
-    /// Any thread; writes from one thread go out in the order they were made.
-    ///
-    /// Unavailable from `async` contexts, where a call meant to wait must not silently queue
-    /// only: Swift ranks overloads in top-level code as in synchronous code (swiftlang/swift#74459),
-    /// so there `try await connection.write(bytes)` would pick this one. Use `enqueue(_:)` to
-    /// queue without waiting there.
-    @available(
-        *, noasync, message: "in async code use 'try await write(_:)', which waits, or 'enqueue(_:)', which queues only"
-    )
-    public func write(_ bytes: some Collection<UInt8>) {
-        enqueue(bytes)
-    }
-
-    /// Queues a copy of `bytes` for sending (sending at once what the socket takes, when nothing
-    /// is queued before them and this is the connection's first write of the loop's pass),
-    /// without waiting: the queue-only `write(_:)`, callable from any context, `async` code and
-    /// top-level code included.
+    /// without waiting: the spelling for synchronous code, handlers included, and for `async` code
+    /// that means to queue only. In `async` code, `try await write(_:)` waits below the high
+    /// watermark instead (in every context, top-level code included: no synchronous `write(_:)` of
+    /// a byte collection stands beside it).
     ///
     /// Any thread; writes from one thread go out in the order they were made.
     public func enqueue(_ bytes: some Collection<UInt8>) {
@@ -555,10 +561,16 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         get { readingPausedSetting.load(ordering: .acquiring) }
         set {
             readingPausedSetting.store(newValue, ordering: .releasing)
-            onLoop { connection in
-                connection.updateInterest()
-                if !newValue { connection.scheduleDelivery() }
-            }
+            pauseChanged(resumed: !newValue)
+        }
+    }
+
+    /// After a pause setting changed: reading follows it on the loop's thread, and a resume
+    /// delivers the input already buffered.
+    func pauseChanged(resumed: Bool) {
+        onLoop { connection in
+            connection.updateInterest()
+            if resumed { connection.scheduleDelivery() }
         }
     }
 
