@@ -1,6 +1,14 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The complete programs of the documentation (README.md, the DocC articles, docs/Guide.md), each
+// an executable of its own built from Examples/<name>/main.swift, which holds the program as the
+// documentation shows it. The tests run them as child processes, as a user would.
+let examples = [
+    "background-thread", "chat-server", "child-exit", "echo", "main-queue", "modes", "overview",
+    "pipe-reader", "readme", "signal", "sort", "stdin-lines", "timers",
+]
+
 let package = Package(
     name: "RunLoopKit",
     products: [
@@ -68,12 +76,17 @@ let package = Package(
         ),
         .testTarget(
             name: "RunLoopKitTests",
-            dependencies: ["RunLoopKit", "runloop-mainqueue-probe", "AllocationCounter"]
+            dependencies: [
+                "RunLoopKit", "runloop-mainqueue-probe", "runloop-demo", "AllocationCounter",
+            ] + examples.map { .target(name: "example-\($0)") }
         ),
         .testTarget(
             name: "HTTPDTests",
             dependencies: ["HTTPCore", "runloop-httpd"]
         ),
-    ],
+    ]
+        + examples.map {
+            .executableTarget(name: "example-\($0)", dependencies: ["RunLoopKit"], path: "Examples/\($0)")
+        },
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,138 @@
+import Foundation
+import Glibc
+import Testing
+
+// The documentation's programs on `Loop.main`, each built as an executable of its own from its
+// main.swift in Examples/ (the program as the documentation shows it) and run as a child process,
+// as a user runs it: what it prints, how it ends, its wall time, and the CPU it uses, which for a
+// loop that waits must stay under 5 % of one core while it waits (`cpuAllowance`).
+
+/// Checks that `outcome` ended by itself with status 0 and used no more CPU than a program that
+/// spent its wall time waiting may use, beyond `work` for its start and its work.
+func expectQuietExit(_ outcome: ProgramOutcome, work: Duration = .milliseconds(20)) {
+    #expect(!outcome.hung, "\(outcome)")
+    #expect(outcome.termination == .exited(0), "\(outcome)")
+    #expect(outcome.cpu < cpuAllowance(fixed: work, waiting: outcome.wall), "CPU while waiting: \(outcome)")
+}
+
+@Suite struct MainLoopProgramTests {
+    /// RunLoopKit.md's overview (and LoopsAndModes.md's first sample): a 10 ms one-shot timer,
+    /// then `run(mode: .default, for: .seconds(1))`, which its comment says returns `.finished`.
+    @Test func theOverviewPrintsTickAndFinishesWithoutSpinning() throws {
+        let outcome = try RunningProgram.run("example-overview")
+        #expect(!outcome.hung, "\(outcome)")
+        #expect(outcome.termination == .exited(0), "\(outcome)")
+        #expect(outcome.lines == ["tick", "finished"], "\(outcome)")
+        // A run that timed out took its whole second; one that finished, 10 ms and the start.
+        #expect(outcome.wall < .seconds(1), "\(outcome)")
+        #expect(outcome.cpu < cpuAllowance(fixed: .milliseconds(20), waiting: .zero), "\(outcome)")
+    }
+
+    /// README.md's example: two timers in two modes, then a job on a worker thread that signals a
+    /// source of the main loop.
+    @Test func theReadmeExampleTicksInItsModesAndHearsFromItsWorker() throws {
+        let outcome = try RunningProgram.run("example-readme")
+        expectQuietExit(outcome)
+        let lines = outcome.lines
+        #expect(lines.suffix(2) == ["working on the worker thread", "back on the main thread"], "\(outcome)")
+        // .tracking (500 ms): the common-mode timer only, about 5 times, before any default tick.
+        let tracking = lines.prefix { $0 != "default-mode tick" }
+        #expect(tracking.allSatisfy { $0 == "common-mode tick" }, "\(outcome)")
+        #expect((3...6).contains(tracking.count), "\(outcome)")
+        // .default (500 ms): both; the default-mode timer's missed ticks collapse into one.
+        #expect((1...7).contains(lines.filter { $0 == "default-mode tick" }.count), "\(outcome)")
+        // Two runs of 500 ms, then one that returns once the worker's signal is handled (not its 5 s).
+        #expect(outcome.wall < .seconds(4), "\(outcome)")
+    }
+
+    /// LoopsAndModes.md: a `.default` timer and a `.common` one while the loop runs `.tracking`.
+    @Test func theModesSampleTicksOnlyInTheCommonMode() throws {
+        let outcome = try RunningProgram.run("example-modes")
+        expectQuietExit(outcome)
+        #expect(outcome.lines.allSatisfy { $0 == "common-mode tick" }, "\(outcome)")
+        #expect((5...11).contains(outcome.lines.count), "\(outcome)")  // 100 ms at 10 ms
+    }
+
+    /// Timers.md's first sample: a repeating timer that invalidates itself after three ticks, and a
+    /// one-shot timer; then `.default` is empty and the run finishes.
+    @Test func theTimersSampleTicksThreeTimesThenFinishes() throws {
+        let outcome = try RunningProgram.run("example-timers")
+        expectQuietExit(outcome)
+        #expect(outcome.lines == ["one-shot, then invalid", "ticks: 3"], "\(outcome)")
+        #expect(outcome.wall < .seconds(1), "finished, not timed out: \(outcome)")
+    }
+
+    /// docs/Guide.md, "Background threads": the run returns once the worker's job signalled the
+    /// main loop's source (`.handledSource`), after the source ran.
+    @Test func theBackgroundThreadSampleWaitsForItsJob() throws {
+        let outcome = try RunningProgram.run("example-background-thread")
+        expectQuietExit(outcome)
+        #expect(outcome.lines == ["the job runs on the worker thread", "the job is done"], "\(outcome)")
+        #expect(outcome.wall < .seconds(5), "\(outcome)")
+    }
+
+    /// SourcesAndPorts.md: a descriptor source on a pipe reads "ping", then the end of file
+    /// invalidates it, and the run finishes.
+    @Test func thePipeReaderReadsThenFinishes() throws {
+        let outcome = try RunningProgram.run("example-pipe-reader")
+        expectQuietExit(outcome)
+        #expect(outcome.lines == ["read 4 bytes"], "\(outcome)")
+        #expect(outcome.wall < .seconds(5), "finished, not timed out: \(outcome)")
+    }
+
+    /// SourcesAndPorts.md: a signal source handles the SIGHUP the program raises.
+    @Test func theSignalSampleHandlesItsSIGHUP() throws {
+        let outcome = try RunningProgram.run("example-signal")
+        expectQuietExit(outcome)
+        #expect(outcome.lines == ["signal 1: reloading"], "\(outcome)")
+        #expect(outcome.wall < .seconds(5), "\(outcome)")
+    }
+
+    /// docs/Guide.md, "The main dispatch queue on `Loop.main`": a main.swift whose `Loop.main.run()`
+    /// runs a main-queue block and a main-actor task, then waits (for good: a common mode of the
+    /// main loop is never finished) until the user presses Ctrl-C. Run in a terminal, as a user
+    /// runs it: output to a pipe would wait in the C library's buffer.
+    @Test func theGuidesMainQueueProgramRunsItsWorkThenWaitsIdle() throws {
+        let program = try RunningProgram.start("example-main-queue", output: .terminal)
+        let printed = program.waitForOutput("main actor, on the main loop\n")
+        let idle = program.cpuWhileIdle()
+        program.send(SIGINT)  // Ctrl-C
+        let outcome = program.finish(within: .seconds(10))
+        #expect(printed, "\(outcome)")
+        #expect(outcome.lines == ["on the main loop", "main actor, on the main loop"], "\(outcome)")
+        #expect(idle != nil, "the program ended by itself: \(outcome)")
+        if let idle {
+            #expect(idle < cpuAllowance(fixed: .zero, waiting: .seconds(1)), "\(idle) of CPU in 1 s of waiting")
+        }
+        #expect(outcome.termination == .signalled(SIGINT), "\(outcome)")
+    }
+
+    /// runloop-demo's narrated tour (`make demo`), which ends by writing a trace.
+    @Test func theDemoRunsItsTourAndSleepsWhileIdle() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("demo-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let outcome = try RunningProgram.run(
+            "runloop-demo", arguments: ["--trace-dir", directory], within: .seconds(30))
+        // Its work: 10,000 blocks in a burst, a traced stretch, a trace written as JSON and SVG.
+        expectQuietExit(outcome, work: .milliseconds(100))
+        #expect(outcome.lines.last?.hasSuffix("  done") == true, "\(outcome)")
+        // Section 2 measures its own idle second.
+        #expect(outcome.output.contains("run returned .stopped; the thread woke 1 time(s)"), "\(outcome)")
+        let idleCPU = outcome.lines.first { $0.contains("CPU used by this thread during the run: ") }
+        #expect(
+            idleCPU?.hasSuffix(": under 1 ms") == true || idleCPU.flatMap(Self.milliseconds).map { $0 < 20 } == true,
+            "\(outcome)")
+        // The 30 ms stall is reported.
+        #expect(
+            outcome.lines.contains { $0.contains("hang monitor: ") && !$0.contains("nothing reported") }, "\(outcome)")
+        for file in ["trace.json", "trace.svg"] {
+            #expect(FileManager.default.fileExists(atPath: "\(directory)/\(file)"), "\(file): \(outcome)")
+        }
+    }
+
+    /// The whole milliseconds a line ends with ("... 12 ms").
+    static func milliseconds(_ line: String) -> Int? {
+        line.hasSuffix(" ms") ? line.dropLast(3).split(separator: " ").last.flatMap { Int($0) } : nil
+    }
+}
