@@ -5,8 +5,10 @@ import PackageDescription
 // an executable of its own built from Examples/<name>/main.swift, which holds the program as the
 // documentation shows it. The tests run them as child processes, as a user would.
 let examples = [
-    "background-thread", "chat-server", "child-exit", "echo", "main-queue", "modes", "overview",
-    "pipe-reader", "readme", "signal", "sort", "stdin-lines", "timers",
+    "actor", "background-thread", "burst", "chat-server", "child-exit", "echo", "executor-preference", "frame-link",
+    "hang-monitor", "import-mode", "instrument", "isolated-port", "main-queue", "metrics", "modes", "observer",
+    "overview", "perform", "pipe-reader", "port", "readme", "schedule", "signal", "sort", "stdin-lines",
+    "timers", "tolerance", "tracer",
 ]
 
 let package = Package(

@@ -80,10 +80,12 @@ GUIDE = {
 # the test files above.
 PROGRAMS = {
     "RunLoopKit.md": ["overview"],
-    "LoopsAndModes.md": ["overview", "modes"],
-    "Timers.md": ["timers"],
-    "SourcesAndPorts.md": ["pipe-reader", "signal"],
+    "LoopsAndModes.md": ["overview", "observer", "modes", "import-mode"],
+    "Timers.md": ["timers", "tolerance", "burst", "schedule", "frame-link"],
+    "SourcesAndPorts.md": ["perform", "port", "pipe-reader", "signal"],
     "WorkOffTheLoop.md": ["child-exit"],
+    "Concurrency.md": ["isolated-port", "actor", "executor-preference"],
+    "Visibility.md": ["metrics", "hang-monitor", "tracer", "instrument"],
     "WritingAServer.md": ["chat-server"],
     "README.md": ["readme"],
     # docs/Guide.md

@@ -7,32 +7,20 @@ import Testing
 // as a user runs it: what it prints, how it ends, its wall time, and the CPU it uses, which for a
 // loop that waits must stay under 5 % of one core while it waits (`cpuAllowance`).
 
-/// Checks that `outcome` ended by itself with status 0 and used no more CPU than a program that
-/// spent its wall time waiting may use, beyond `work` for its start and its work.
-func expectQuietExit(_ outcome: ProgramOutcome, work: Duration = .milliseconds(20)) {
-    #expect(!outcome.hung, "\(outcome)")
-    #expect(outcome.termination == .exited(0), "\(outcome)")
-    #expect(outcome.cpu < cpuAllowance(fixed: work, waiting: outcome.wall), "CPU while waiting: \(outcome)")
-}
-
 @Suite struct MainLoopProgramTests {
     /// RunLoopKit.md's overview (and LoopsAndModes.md's first sample): a 10 ms one-shot timer,
     /// then `run(mode: .default, for: .seconds(1))`, which its comment says returns `.finished`.
     @Test func theOverviewPrintsTickAndFinishesWithoutSpinning() throws {
-        let outcome = try RunningProgram.run("example-overview")
-        #expect(!outcome.hung, "\(outcome)")
-        #expect(outcome.termination == .exited(0), "\(outcome)")
-        #expect(outcome.lines == ["tick", "finished"], "\(outcome)")
-        // A run that timed out took its whole second; one that finished, 10 ms and the start.
-        #expect(outcome.wall < .seconds(1), "\(outcome)")
+        // A run that timed out took its whole second; one that finished, 10 ms and the start. 20 ms
+        // of CPU in all, the program's start included.
+        let outcome = try expectProgram("example-overview", prints: ["tick", "finished"], within: .seconds(1))
         #expect(outcome.cpu < cpuAllowance(fixed: .milliseconds(20), waiting: .zero), "\(outcome)")
     }
 
     /// README.md's example: two timers in two modes, then a job on a worker thread that signals a
     /// source of the main loop.
     @Test func theReadmeExampleTicksInItsModesAndHearsFromItsWorker() throws {
-        let outcome = try RunningProgram.run("example-readme")
-        expectQuietExit(outcome)
+        let outcome = try expectProgram("example-readme")
         let lines = outcome.lines
         #expect(lines.suffix(2) == ["working on the worker thread", "back on the main thread"], "\(outcome)")
         // .tracking (500 ms): the common-mode timer only, about 5 times, before any default tick.
@@ -47,8 +35,7 @@ func expectQuietExit(_ outcome: ProgramOutcome, work: Duration = .milliseconds(2
 
     /// LoopsAndModes.md: a `.default` timer and a `.common` one while the loop runs `.tracking`.
     @Test func theModesSampleTicksOnlyInTheCommonMode() throws {
-        let outcome = try RunningProgram.run("example-modes")
-        expectQuietExit(outcome)
+        let outcome = try expectProgram("example-modes")
         #expect(outcome.lines.allSatisfy { $0 == "common-mode tick" }, "\(outcome)")
         #expect((5...11).contains(outcome.lines.count), "\(outcome)")  // 100 ms at 10 ms
     }
@@ -56,36 +43,71 @@ func expectQuietExit(_ outcome: ProgramOutcome, work: Duration = .milliseconds(2
     /// Timers.md's first sample: a repeating timer that invalidates itself after three ticks, and a
     /// one-shot timer; then `.default` is empty and the run finishes.
     @Test func theTimersSampleTicksThreeTimesThenFinishes() throws {
-        let outcome = try RunningProgram.run("example-timers")
-        expectQuietExit(outcome)
-        #expect(outcome.lines == ["one-shot, then invalid", "ticks: 3"], "\(outcome)")
-        #expect(outcome.wall < .seconds(1), "finished, not timed out: \(outcome)")
+        try expectProgram("example-timers", prints: ["one-shot, then invalid", "ticks: 3"], within: .seconds(1))
+    }
+
+    /// LoopsAndModes.md: an observer of a run's entry and exit; a 5 ms timer keeps `.default`
+    /// alive until it fires, then the run finishes.
+    @Test func theObserverSampleSeesTheRunEnterAndExit() throws {
+        try expectProgram("example-observer", prints: ["entry in default", "exit in default"], within: .seconds(1))
+    }
+
+    /// LoopsAndModes.md: a custom mode joins the common set, and serves a `.common` timer; then it
+    /// is empty and the run finishes.
+    @Test func theCustomCommonModeServesTheCommonTimer() throws {
+        try expectProgram("example-import-mode", prints: ["heartbeat"], within: .seconds(1))
+    }
+
+    /// Timers.md: a timer due at 50 ms with 30 ms of tolerance fires with one due at 70 ms.
+    @Test func theToleranceSampleFiresBothTimers() throws {
+        try expectProgram("example-tolerance", prints: ["a", "b"], within: .seconds(1))
+    }
+
+    /// Timers.md: under `.burst`, the five missed fires come one callout each, 20 ms apart.
+    @Test func theBurstSampleMakesOneCalloutPerMissedFire() throws {
+        try expectProgram("example-burst", prints: ["[20, 20, 20, 20]"], work: .milliseconds(130))
+    }
+
+    /// Timers.md: a block scheduled on a worker and cancelled before its time never runs.
+    @Test func theScheduleSampleCancelsItsBlock() throws {
+        try expectProgram("example-schedule", prints: ["cancelled: true"])
+    }
+
+    /// Timers.md: a 120 fps frame link invalidates itself after 12 frames; then the run finishes.
+    @Test func theFrameLinkSampleRunsTwelveFramesThenFinishes() throws {
+        try expectProgram("example-frame-link", prints: ["frames: 12, finished"], within: .seconds(1))
+    }
+
+    /// SourcesAndPorts.md: blocks performed on a worker, which runs `.default`.
+    @Test func thePerformSampleRunsBothBlocksOnTheWorker() throws {
+        try expectProgram(
+            "example-perform", prints: ["runs on the worker thread", "runs only when the worker runs .default"])
+    }
+
+    /// SourcesAndPorts.md: a port's two messages, delivered in order in one handled source.
+    @Test func thePortSampleDeliversBothMessages() throws {
+        try expectProgram(
+            "example-port", prints: ["handling reload on the loop thread", "handling flush on the loop thread"],
+            within: .seconds(5))
     }
 
     /// docs/Guide.md, "Background threads": the run returns once the worker's job signalled the
     /// main loop's source (`.handledSource`), after the source ran.
     @Test func theBackgroundThreadSampleWaitsForItsJob() throws {
-        let outcome = try RunningProgram.run("example-background-thread")
-        expectQuietExit(outcome)
-        #expect(outcome.lines == ["the job runs on the worker thread", "the job is done"], "\(outcome)")
-        #expect(outcome.wall < .seconds(5), "\(outcome)")
+        try expectProgram(
+            "example-background-thread", prints: ["the job runs on the worker thread", "the job is done"],
+            within: .seconds(5))
     }
 
     /// SourcesAndPorts.md: a descriptor source on a pipe reads "ping", then the end of file
     /// invalidates it, and the run finishes.
     @Test func thePipeReaderReadsThenFinishes() throws {
-        let outcome = try RunningProgram.run("example-pipe-reader")
-        expectQuietExit(outcome)
-        #expect(outcome.lines == ["read 4 bytes"], "\(outcome)")
-        #expect(outcome.wall < .seconds(5), "finished, not timed out: \(outcome)")
+        try expectProgram("example-pipe-reader", prints: ["read 4 bytes"], within: .seconds(5))
     }
 
     /// SourcesAndPorts.md: a signal source handles the SIGHUP the program raises.
     @Test func theSignalSampleHandlesItsSIGHUP() throws {
-        let outcome = try RunningProgram.run("example-signal")
-        expectQuietExit(outcome)
-        #expect(outcome.lines == ["signal 1: reloading"], "\(outcome)")
-        #expect(outcome.wall < .seconds(5), "\(outcome)")
+        try expectProgram("example-signal", prints: ["signal 1: reloading"], within: .seconds(5))
     }
 
     /// docs/Guide.md, "The main dispatch queue on `Loop.main`": a main.swift whose `Loop.main.run()`

@@ -75,6 +75,33 @@ func cpuAllowance(fixed: Duration = .milliseconds(20), waiting: Duration) -> Dur
     fixed * (StressTests.sanitized ? 10 : 1) + waiting * 0.05
 }
 
+/// Checks that `outcome` ended by itself with status 0 and used no more CPU than a program that
+/// spent its wall time waiting may use, beyond `work` for its start and its work.
+func expectQuietExit(
+    _ outcome: ProgramOutcome, work: Duration = .milliseconds(20), sourceLocation: SourceLocation = #_sourceLocation
+) {
+    #expect(!outcome.hung, "\(outcome)", sourceLocation: sourceLocation)
+    #expect(outcome.termination == .exited(0), "\(outcome)", sourceLocation: sourceLocation)
+    #expect(
+        outcome.cpu < cpuAllowance(fixed: work, waiting: outcome.wall), "CPU while waiting: \(outcome)",
+        sourceLocation: sourceLocation)
+}
+
+/// Runs the package's executable `name` and checks that it ends quietly (`expectQuietExit`),
+/// printing `lines` if given, within `wall` if given: for a program whose run ends long before
+/// its timeout, that tells a run that finished from one that waited its timeout out.
+@discardableResult
+func expectProgram(
+    _ name: String, prints lines: [String]? = nil, within wall: Duration? = nil, work: Duration = .milliseconds(20),
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws -> ProgramOutcome {
+    let outcome = try RunningProgram.run(name)
+    expectQuietExit(outcome, work: work, sourceLocation: sourceLocation)
+    if let lines { #expect(outcome.lines == lines, "\(outcome)", sourceLocation: sourceLocation) }
+    if let wall { #expect(outcome.wall < wall, "ended within \(wall): \(outcome)", sourceLocation: sourceLocation) }
+    return outcome
+}
+
 /// A program started by `RunningProgram.start`; `finish` waits for it.
 final class RunningProgram: Sendable {
     let name: String
