@@ -5,17 +5,17 @@ import Testing
 
 @Suite struct ConcurrencyProgramTests {
     /// A port whose `loop.isolated` handler appends to a top-level array, read after the runs.
-    @Test func theIsolatedPortSampleCollectsBothLines() throws {
-        try expectProgram("example-isolated-port", prints: [#"["first", "second"]"#])
+    @Test func theIsolatedPortSampleCollectsBothLines() async throws {
+        try await expectProgram("example-isolated-port", prints: [#"["first", "second"]"#])
     }
 
     /// An actor whose executor is a loop thread, awaited at top level.
-    @Test func theActorSampleRunsOnTheLoopsThread() throws {
-        try expectProgram("example-actor", prints: ["true"])
+    @Test func theActorSampleRunsOnTheLoopsThread() async throws {
+        try await expectProgram("example-actor", prints: ["true"])
     }
 
     /// A task that prefers a loop runs there; `submit` computes on the loop.
-    @Test func theExecutorPreferenceSampleRunsOnTheLoop() throws {
-        try expectProgram("example-executor-preference", prints: ["true 42"])
+    @Test func theExecutorPreferenceSampleRunsOnTheLoop() async throws {
+        try await expectProgram("example-executor-preference", prints: ["true 42"])
     }
 }

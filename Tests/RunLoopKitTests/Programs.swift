@@ -94,8 +94,8 @@ func expectQuietExit(
 func expectProgram(
     _ name: String, prints lines: [String]? = nil, within wall: Duration? = nil, work: Duration = .milliseconds(20),
     sourceLocation: SourceLocation = #_sourceLocation
-) throws -> ProgramOutcome {
-    let outcome = try RunningProgram.run(name)
+) async throws -> ProgramOutcome {
+    let outcome = try await RunningProgram.run(name)
     expectQuietExit(outcome, work: work, sourceLocation: sourceLocation)
     if let lines { #expect(outcome.lines == lines, "\(outcome)", sourceLocation: sourceLocation) }
     if let wall { #expect(outcome.wall < wall, "ended within \(wall): \(outcome)", sourceLocation: sourceLocation) }
@@ -274,11 +274,11 @@ final class RunningProgram: Sendable {
     }
 
     /// Waits (up to `limit`) until standard output holds `text`; returns whether it does.
-    func waitForOutput(_ text: String, within limit: Duration = .seconds(10)) -> Bool {
+    func waitForOutput(_ text: String, within limit: Duration = .seconds(10)) async -> Bool {
         let deadline = ContinuousClock.now + limit
         while !output.contains(text) {
             guard ContinuousClock.now < deadline, ended.withLock({ $0 == nil }) else { return output.contains(text) }
-            usleep(5_000)
+            try? await Task.sleep(for: .milliseconds(5))
         }
         return true
     }
@@ -300,16 +300,22 @@ final class RunningProgram: Sendable {
 
     /// The CPU the program uses while the test does nothing for `window`: what it costs while it
     /// waits. Nil if it ended meanwhile.
-    func cpuWhileIdle(for window: Duration = .seconds(1)) -> Duration? {
+    func cpuWhileIdle(for window: Duration = .seconds(1)) async -> Duration? {
         guard let before = cpuSoFar else { return nil }
-        usleep(UInt32(window.milliseconds * 1000))  // the measuring window itself, not a wait for an event
+        try? await Task.sleep(for: window)  // the measuring window itself, not a wait for an event
         guard let after = cpuSoFar else { return nil }
         return after - before
     }
 
-    /// Waits for the program to end; a program still running after `limit` is killed (SIGKILL) and
-    /// reported as hung.
-    func finish(within limit: Duration = .seconds(20)) -> ProgramOutcome {
+    /// Waits for the program to end; a program still running `limit` after its start is killed
+    /// (SIGKILL) and reported as hung. The wait holds a thread of its own, not one of Swift
+    /// concurrency's few, which other tests need meanwhile.
+    func finish(within limit: Duration = .seconds(20)) async -> ProgramOutcome {
+        await awaitFreshThread { [self] in finishBlocking(within: limit) }
+    }
+
+    /// `finish`, blocking the calling thread: for a wait that is over at once (`tmux -V`).
+    func finishBlocking(within limit: Duration = .seconds(20)) -> ProgramOutcome {
         let remaining = limit - (ContinuousClock.now - started)
         let hung = exited.wait(timeout: .now() + .milliseconds(max(0, Int(remaining.milliseconds)))) == .timedOut
         if hung {
@@ -332,8 +338,8 @@ final class RunningProgram: Sendable {
     static func run(
         _ name: String, arguments: [String] = [], input: ProgramInput = .null, output: ProgramOutput = .pipe,
         within limit: Duration = .seconds(20)
-    ) throws -> ProgramOutcome {
-        try start(name, arguments: arguments, input: input, output: output).finish(within: limit)
+    ) async throws -> ProgramOutcome {
+        try await start(name, arguments: arguments, input: input, output: output).finish(within: limit)
     }
 }
 

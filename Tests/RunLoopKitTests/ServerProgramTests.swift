@@ -62,12 +62,12 @@ private final class LineClient {
     /// WritingAServer.md's chat room and its shutdown, on `Loop.main` in `run()`: two members talk,
     /// the server waits idle, then SIGTERM closes each member gracefully and `run()` returns once
     /// the last one has gone.
-    @Test func theChatRoomServesItsMembersWaitsIdleAndShutsDownOnSIGTERM() throws {
+    @Test func theChatRoomServesItsMembersWaitsIdleAndShutsDownOnSIGTERM() async throws {
         let program = try RunningProgram.start("example-chat-server")
-        guard program.waitForOutput("\n"),
+        guard await program.waitForOutput("\n"),
             let port = program.output.split(separator: " ").last.flatMap({ Int($0.dropLast()) })
         else {
-            let outcome = program.finish(within: .zero)
+            let outcome = await program.finish(within: .zero)
             Issue.record("no port printed: \(outcome)")
             return
         }
@@ -80,7 +80,7 @@ private final class LineClient {
         alice.send("hello")
         let toBob = bob.readLine()
 
-        let idle = program.cpuWhileIdle()  // two members connected, nobody talking
+        let idle = await program.cpuWhileIdle()  // two members connected, nobody talking
 
         let terminated = ContinuousClock.now
         program.send(SIGTERM)
@@ -89,7 +89,7 @@ private final class LineClient {
         let bobEnded = bob.readToEnd()
         shutdown(alice.descriptor, Int32(SHUT_WR))
         shutdown(bob.descriptor, Int32(SHUT_WR))
-        let outcome = program.finish(within: .seconds(30))
+        let outcome = await program.finish(within: .seconds(30))
 
         #expect(toAlice == "bob: hi", "\(outcome)")
         #expect(toBob == "alice: hello", "\(outcome)")
@@ -105,8 +105,8 @@ private final class LineClient {
 
     /// docs/Guide.md, "Servers": the echo server on a `LoopThread` and the client that sends it three
     /// lines, awaited at the top level of main.swift.
-    @Test func theGuidesEchoServerAnswersItsClient() throws {
-        let outcome = try expectProgram("example-echo", within: .seconds(5))
+    @Test func theGuidesEchoServerAnswersItsClient() async throws {
+        let outcome = try await expectProgram("example-echo", within: .seconds(5))
         #expect(outcome.lines.first?.hasPrefix("listening on 127.0.0.1:") == true, "\(outcome)")
         #expect(Array(outcome.lines.dropFirst()) == ["one", "two", "three", ""], "\(outcome)")
     }
