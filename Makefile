@@ -1,8 +1,9 @@
 # RunLoopKit — build, demo and test on Linux.
 #
 #   make demo    install libevent-dev and libssl-dev if missing, then run the narrated demo
-#   make test    install libevent-dev, libssl-dev (and libuv1-dev, libglib2.0-dev for the benchmark) if missing,
-#                then run the unit tests, then the benchmark's smoke tests (package Benchmarks/)
+#   make test    install libevent-dev, libssl-dev, tmux (and libuv1-dev, libglib2.0-dev for the benchmark) if
+#                missing, then run the unit tests (the documentation's programs of Examples/ among them, run
+#                as child processes), then the benchmark's smoke tests (package Benchmarks/)
 #   make test-sanitize  the whole suite under ThreadSanitizer and AddressSanitizer
 #   make compile-checks  the handler rules as the compiler sees them: the small programs of
 #                Tests/CompileChecks compiled in Swift 6 mode (racy ones must not compile, safe ones
@@ -77,10 +78,12 @@ define install-missing
 	if [ -n "$$missing" ]; then scripts/apt-install.sh $$missing; fi
 endef
 
-# The TLS tests make their certificates and run their peers with the openssl command line.
+# The TLS tests make their certificates and run their peers with the openssl command line; the
+# tests of the documentation's programs type into a terminal of tmux's.
 deps:
 	$(call install-missing,$(LIBRARY_DEPS))
 	@command -v openssl >/dev/null 2>&1 || scripts/apt-install.sh openssl
+	@command -v tmux >/dev/null 2>&1 || scripts/apt-install.sh tmux
 
 bench-deps: deps
 	$(call install-missing,$(BENCH_DEPS))
@@ -185,8 +188,8 @@ soak: deps
 # second build with other flags); RunLoopKitMainExecutor's is checked for /// comments too. Every
 # ```swift block of the articles, of docs/Guide.md's chapters and of README.md must be in the file
 # that compiles and runs it (scripts/check-doc-snippets.py): in Tests/RunLoopKitTests,
-# DocumentationTests.swift, one Guide*Tests.swift per concept and ReadmeTests.swift, plus
-# runloop-mainqueue-probe for a main.swift of the Guide. docc treats warnings (broken links) as
+# DocumentationTests.swift, one Guide*Tests.swift per concept and ReadmeTests.swift, or in the
+# main.swift of a program of Examples/ that the tests run. docc treats warnings (broken links) as
 # errors.
 docs: deps python-deps
 	$(SWIFT) build --target RunLoopKitMainExecutor
@@ -252,11 +255,11 @@ coverage: deps python-deps
 		Sources/RunLoopKit $(COVERAGE_PATH)/RunLoopKit.md
 
 format:
-	$(SWIFT) format --in-place --recursive Sources Tests Package.swift $(BENCH_PACKAGE)/Sources \
+	$(SWIFT) format --in-place --recursive Sources Tests Examples Package.swift $(BENCH_PACKAGE)/Sources \
 		$(BENCH_PACKAGE)/Tests $(BENCH_PACKAGE)/Package.swift
 
 lint:
-	$(SWIFT) format lint --recursive Sources Tests $(BENCH_PACKAGE)/Sources $(BENCH_PACKAGE)/Tests
+	$(SWIFT) format lint --recursive Sources Tests Examples $(BENCH_PACKAGE)/Sources $(BENCH_PACKAGE)/Tests
 
 clean:
 	$(SWIFT) package clean

@@ -1,6 +1,16 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The complete programs of the documentation (README.md, the DocC articles, docs/Guide.md), each
+// an executable of its own built from Examples/<name>/main.swift, which holds the program as the
+// documentation shows it. The tests run them as child processes, as a user would.
+let examples = [
+    "actor", "background-thread", "burst", "chat-server", "child-exit", "echo", "executor-preference", "frame-link",
+    "hang-monitor", "import-mode", "instrument", "isolated-port", "main-queue", "metrics", "modes", "observer",
+    "overview", "perform", "pipe-reader", "port", "readme", "schedule", "signal", "sort", "stdin-lines",
+    "timers", "tolerance", "tracer",
+]
+
 let package = Package(
     name: "RunLoopKit",
     products: [
@@ -68,12 +78,17 @@ let package = Package(
         ),
         .testTarget(
             name: "RunLoopKitTests",
-            dependencies: ["RunLoopKit", "runloop-mainqueue-probe", "AllocationCounter"]
+            dependencies: [
+                "RunLoopKit", "runloop-mainqueue-probe", "runloop-demo", "AllocationCounter",
+            ] + examples.map { .target(name: "example-\($0)") }
         ),
         .testTarget(
             name: "HTTPDTests",
             dependencies: ["HTTPCore", "runloop-httpd"]
         ),
-    ],
+    ]
+        + examples.map {
+            .executableTarget(name: "example-\($0)", dependencies: ["RunLoopKit"], path: "Examples/\($0)")
+        },
     swiftLanguageModes: [.v6]
 )

@@ -11,6 +11,11 @@ checks what the text around it says it does:
   the process's main thread); a chapter with Swift code and no entry there fails the check;
 - README.md: ReadmeTests.swift.
 
+A complete program may instead be run as a program: the main.swift of an executable of Examples/
+(PROGRAMS names them), which holds the block as top-level code, run as a child process on its main
+thread by the tests (MainLoopProgramTests, ServerProgramTests, ChildProcessProgramTests,
+StandardInputProgramTests).
+
 (Test files are in Tests/RunLoopKitTests.) Lines are compared without their indentation and with
 runs of spaces collapsed (so `swift format` may re-indent a file and its end-of-line comments);
 blank lines are ignored. Two things a test cannot hold verbatim are allowed for:
@@ -24,8 +29,8 @@ blank lines are ignored. Two things a test cannot hold verbatim are allowed for:
 A block that no test can run is marked by an HTML comment starting `<!-- not run:`, saying why, on
 the lines just before its ```swift line; it is skipped and named when the check passes. There is
 one: the Guide's `@main` entry point (a test cannot be a program's entry point;
-runloop-mainqueue-probe does the same as a `main.swift`). Keep it that way: every other block
-runs.
+runloop-mainqueue-probe --main-executor does the same as a `main.swift`). Keep it that way: every
+other block runs.
 
 Usage: scripts/check-doc-snippets.py
 """
@@ -62,16 +67,34 @@ GUIDE = {
     "Servers": [TESTS + "GuideServerTests.swift"],
     "TLS": [TESTS + "GuideTLSTests.swift"],
     "Datagrams": [TESTS + "DatagramTests.swift"],
-    # The main queue's `main.swift` needs the process's main thread: the probe runs it
-    # (MainQueueTests checks what it prints).
-    "Swift concurrency and Dispatch": [
-        TESTS + "GuideConcurrencyTests.swift",
-        "Sources/runloop-mainqueue-probe/main.swift",
-    ],
+    "Swift concurrency and Dispatch": [TESTS + "GuideConcurrencyTests.swift"],
     "Stopping and waking a loop": [TESTS + "GuideLoopTests.swift"],
     "Nested runs": [TESTS + "GuideLoopTests.swift"],
     "Watching a loop: metrics, hangs and traces": [TESTS + "GuideVisibilityTests.swift"],
     "Thread rules": [TESTS + "GuideThreadRulesTests.swift"],
+}
+
+
+# The programs of Examples/ (Examples/<name>/main.swift) that run blocks of a document: by DocC
+# article, by chapter of docs/Guide.md, and README.md's. A block may be run by one of these or by
+# the test files above.
+PROGRAMS = {
+    "RunLoopKit.md": ["overview"],
+    "LoopsAndModes.md": ["overview", "observer", "modes", "import-mode"],
+    "Timers.md": ["timers", "tolerance", "burst", "schedule", "frame-link"],
+    "SourcesAndPorts.md": ["perform", "port", "pipe-reader", "signal"],
+    "WorkOffTheLoop.md": ["child-exit"],
+    "Concurrency.md": ["isolated-port", "actor", "executor-preference"],
+    "Visibility.md": ["metrics", "hang-monitor", "tracer", "instrument"],
+    "WritingAServer.md": ["chat-server"],
+    "README.md": ["readme"],
+    # docs/Guide.md
+    "Background threads": ["background-thread"],
+    "Descriptors and sockets": ["stdin-lines"],
+    "Work off the loop": ["sort"],
+    "Servers": ["echo"],
+    # The main queue's `main.swift` needs the process's main thread.
+    "Swift concurrency and Dispatch": ["main-queue"],
 }
 
 
@@ -144,12 +167,18 @@ def blocks(document):
 
 
 def runners(document, chapter):
-    """The files that must run a block of `document` in `chapter`, or None if there are none."""
+    """The files that may run a block of `document` in `chapter`, or None if there are none."""
     if document.parent.name == "RunLoopKit.docc":
-        return DOCC.get(document.name, [TESTS + "DocumentationTests.swift"])
-    if document.name == "README.md":
-        return [TESTS + "ReadmeTests.swift"]
-    return GUIDE.get(chapter)
+        tests = DOCC.get(document.name, [TESTS + "DocumentationTests.swift"])
+    elif document.name == "README.md":
+        tests = [TESTS + "ReadmeTests.swift"]
+    else:
+        tests = GUIDE.get(chapter)
+    key = chapter if document.name == "Guide.md" else document.name
+    programs = [f"Examples/{name}/main.swift" for name in PROGRAMS.get(key, [])]
+    if tests is None and not programs:
+        return None
+    return (tests or []) + programs
 
 
 documents = sorted((root / "Sources/RunLoopKit/RunLoopKit.docc").glob("*.md"))

@@ -12,23 +12,7 @@ func report(_ line: String) {
     fflush(nil)
 }
 
-/// What docs/Guide.md's `main.swift` prints goes here: its `Loop.main.run()` does not return, so
-/// the probe exits once both of its lines are out.
-let guideLines = Atomic(0)
-func print(_ line: String) {
-    report(line)
-    if guideLines.add(1, ordering: .relaxed).newValue == 2 { exit(0) }
-}
-
 let loop = Loop.main
-
-if CommandLine.arguments.dropFirst().first == "--guide" {
-    // docs/Guide.md, "The main dispatch queue on `Loop.main`", as written there:
-    // main.swift
-    DispatchQueue.main.async { print("on the main loop") }
-    Task { @MainActor in print("main actor, on the main loop") }
-    Loop.main.run()
-}
 
 /// CPU time (user and system) this process has used so far.
 func cpuTime() -> Duration {

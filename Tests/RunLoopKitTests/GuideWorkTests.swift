@@ -58,7 +58,9 @@ private func gzip(_ path: String, on loop: Loop) async throws -> LoopProcess.Sta
     return status
 }
 
-private func sortOverStandardStreams(on loop: Loop) throws {
+/// sort over its standard streams, on the calling thread's loop; returns how the run ended.
+private func sortOverStandardStreams() throws -> Loop.RunResult {
+    let loop = Loop.current
     let child = try LoopProcess(
         executable: "/usr/bin/sort", standardInput: .connection,
         standardOutput: .connection, standardError: .inherit)
@@ -68,6 +70,10 @@ private func sortOverStandardStreams(on loop: Loop) throws {
     child.standardInput!.enqueue("pear\napple\n".utf8)
     child.standardInput!.shutdownOutput()  // sort sees the end of its input
     loop.add(child, forMode: .common)
+    let result = loop.run(mode: .default, for: .seconds(10))
+    // prints "apple", then "pear"; result is .finished: once sort has exited and
+    // its streams have closed, nothing is left in .default
+    return result
 }
 
 /// The build step ended by a timeout, with what it started: runs to the end and returns.
@@ -203,10 +209,8 @@ private func supervisor() -> SupervisorOutcome {
     }
 
     @Test func sortReadsItsInputAndWritesItsOutputOverConnections() async throws {
-        let thread = LoopThread(name: "sort")
-        defer { thread.stop() }
-        try sortOverStandardStreams(on: thread.loop)
-        #expect(await eventually { printed.count == 2 })
+        let result = await awaitFreshThread { Result { try sortOverStandardStreams() } }
+        #expect(try result.get() == .finished)
         #expect(printed.events == ["apple", "pear"])
     }
 

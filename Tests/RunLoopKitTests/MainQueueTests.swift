@@ -1,55 +1,26 @@
-import Foundation
 import Testing
 
 /// `Loop.main` draining `DispatchQueue.main` needs the real main thread, so the checks run in a
-/// child process (`runloop-mainqueue-probe`) and its output is read here.
+/// child process (`runloop-mainqueue-probe`) and its output is read here. (The Guide's `main.swift`
+/// on the main queue is a program of its own: MainLoopProgramTests.)
 @Suite struct MainQueueTests {
-    static func probeOutput(_ arguments: [String] = []) throws -> (lines: [String], status: Int32) {
-        let binary = URL(fileURLWithPath: CommandLine.arguments[0])
-            .deletingLastPathComponent()
-            .appendingPathComponent("runloop-mainqueue-probe")
-        // The test bundle sits next to the package's executables (.build/<config>/).
-        let candidates = [
-            binary, Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("runloop-mainqueue-probe"),
-        ]
-        guard let executable = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-            throw ProbeMissing(searched: candidates.map(\.path))
-        }
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        return (text.split(separator: "\n").map(String.init), process.terminationStatus)
+    static func probeOutput(_ arguments: [String] = []) async throws -> (lines: [String], status: Int32) {
+        let outcome = try await RunningProgram.run("runloop-mainqueue-probe", arguments: arguments)
+        guard case .exited(let status) = outcome.termination else { return (outcome.lines, -1) }
+        return (outcome.lines, status)
     }
 
-    struct ProbeMissing: Error, CustomStringConvertible {
-        let searched: [String]
-        var description: String { "runloop-mainqueue-probe not found at \(searched)" }
-    }
-
-    @Test func loopMainAsTheMainExecutorRunsMainActorJobs() throws {
-        let (lines, status) = try Self.probeOutput(["--main-executor"])
+    @Test func loopMainAsTheMainExecutorRunsMainActorJobs() async throws {
+        let (lines, status) = try await Self.probeOutput(["--main-executor"])
         #expect(status == 0)
         #expect(lines == ["main executor job on main loop: true mode: default", "main executor run returned"])
-    }
-
-    /// The `main.swift` of docs/Guide.md's "The main dispatch queue on `Loop.main`".
-    @Test func theGuidesMainLoopRunsMainQueueBlocksAndMainActorTasks() throws {
-        let (lines, status) = try Self.probeOutput(["--guide"])
-        #expect(status == 0)
-        #expect(lines == ["on the main loop", "main actor, on the main loop"])
     }
 
     /// On the main thread, `Loop.main` sleeps in the kernel like any loop: a run of a mode with
     /// nothing to do, or with only the main queue to serve, uses next to no CPU. A program that never
     /// used the main queue sees its mode finish; once the queue has had work, its common modes wait.
-    @Test func mainLoopSleepsAndFinishesLikeAnyOther() throws {
-        let (lines, status) = try Self.probeOutput(["--idle"])
+    @Test func mainLoopSleepsAndFinishesLikeAnyOther() async throws {
+        let (lines, status) = try await Self.probeOutput(["--idle"])
         #expect(status == 0)
         func figures(_ label: String) -> (result: String, cpu: Int, wall: Int)? {
             guard let line = lines.first(where: { $0.hasPrefix(label + ": ") }) else { return nil }
@@ -79,8 +50,8 @@ import Testing
             ])
     }
 
-    @Test func mainLoopDrainsTheMainQueueInCommonModesOnly() throws {
-        let (lines, status) = try Self.probeOutput()
+    @Test func mainLoopDrainsTheMainQueueInCommonModesOnly() async throws {
+        let (lines, status) = try await Self.probeOutput()
         #expect(status == 0)
         #expect(
             lines == [
