@@ -24,7 +24,7 @@ let room = try LoopListener(address: address) { connection in
             }
             let message = Array("\(name): ".utf8) + line + [0x0A]
             for (other, member) in members.value where other != id {
-                member.connection.write(message)
+                member.connection.enqueue(message)
             }
         }
     }

@@ -11,7 +11,7 @@ let listener = try LoopListener(address: address) { connection in
     connection.idleTimeout = .seconds(30)
     connection.onRead { connection, buffer in
         while let line = buffer.readLine() {
-            connection.write(line + [0x0A])
+            connection.enqueue(line + [0x0A])
         }
         // A peer that sends without a newline stalls at `inputLimit` (1 MiB by default).
     }

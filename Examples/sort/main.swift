@@ -10,7 +10,7 @@ let child = try LoopProcess(
 child.standardOutput!.onRead { _, buffer in
     while let line = buffer.readLine() { print(String(decoding: line, as: UTF8.self)) }
 }
-child.standardInput!.write("pear\napple\n".utf8)
+child.standardInput!.enqueue("pear\napple\n".utf8)
 child.standardInput!.shutdownOutput()  // sort sees the end of its input
 loop.add(child, forMode: .common)
 let result = loop.run(mode: .default, for: .seconds(10))

@@ -174,7 +174,9 @@ final class RunningProgram: Sendable {
 
         let started = ContinuousClock.now
         let pid: pid_t
-        switch Platform.spawn(path, arguments: arguments, environment: environment, actions: actions) {
+        switch Platform.spawn(
+            path, name: path, arguments: arguments, environment: environment, newProcessGroup: false, actions: actions)
+        {
         case .success(let spawned): pid = spawned
         case .failure(let failure):
             for descriptor in ours { close(descriptor) }
@@ -307,17 +309,18 @@ final class RunningProgram: Sendable {
         return after - before
     }
 
-    /// Waits for the program to end; a program still running `limit` after its start is killed
-    /// (SIGKILL) and reported as hung. The wait holds a thread of its own, not one of Swift
-    /// concurrency's few, which other tests need meanwhile.
+    /// Waits for the program to end; a program still running `limit` after this call is killed
+    /// (SIGKILL) and reported as hung. Counted from the call, not from the program's start: in a
+    /// full parallel run a test's task may wait seconds for one of Swift concurrency's few threads
+    /// between two of its steps (closing the input, say), time the program did not take. The
+    /// wait holds a thread of its own, not one of those, which other tests need meanwhile.
     func finish(within limit: Duration = .seconds(20)) async -> ProgramOutcome {
         await awaitFreshThread { [self] in finishBlocking(within: limit) }
     }
 
     /// `finish`, blocking the calling thread: for a wait that is over at once (`tmux -V`).
     func finishBlocking(within limit: Duration = .seconds(20)) -> ProgramOutcome {
-        let remaining = limit - (ContinuousClock.now - started)
-        let hung = exited.wait(timeout: .now() + .milliseconds(max(0, Int(remaining.milliseconds)))) == .timedOut
+        let hung = exited.wait(timeout: .now() + .milliseconds(Int(limit.milliseconds))) == .timedOut
         if hung {
             kill(pid, SIGKILL)
             exited.wait()
@@ -343,29 +346,31 @@ final class RunningProgram: Sendable {
     }
 }
 
-/// A pipe: (read end, write end). Not close-on-exec: every spawn of this file closes all but the
-/// child's 0, 1 and 2, and so does `LoopProcess`.
+/// A pipe: (read end, write end), close-on-exec: other tests of this process start children too
+/// (Foundation's `Process` among them), and a child that inherited the write end of a program's
+/// input would keep the program from ever reading its end. The spawn's `dup2` onto 0, 1 and 2
+/// clears the flag on the program's own copies.
 private func makePipe() throws -> (Int32, Int32) {
     var ends: [Int32] = [0, 0]
-    guard pipe(&ends) == 0 else { throw LoopError("pipe failed", systemError: errno) }
+    guard GNU.pipe2(&ends, O_CLOEXEC) == 0 else { throw LoopError("pipe failed", systemError: errno) }
     return (ends[0], ends[1])
 }
 
 /// A pseudo-terminal: (its controlling side, read here; the terminal, the child's standard output).
-/// Its calls are glibc's, which the Glibc module does not show (they need _XOPEN_SOURCE).
+/// Its calls are glibc's, which the Glibc module does not show (they need _XOPEN_SOURCE): `GNU`.
 private func makeTerminal() throws -> (Int32, Int32) {
-    let controller = open("/dev/ptmx", O_RDWR | O_NOCTTY)  // what posix_openpt does
+    let controller = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC)  // what posix_openpt does
     guard controller >= 0 else { throw LoopError("opening /dev/ptmx failed", systemError: errno) }
     var name = [CChar](repeating: 0, count: 128)
-    guard Terminal.grant(controller) == 0, Terminal.unlock(controller) == 0,
-        Terminal.name(controller, &name, name.count) == 0
+    guard GNU.grant(controller) == 0, GNU.unlock(controller) == 0,
+        GNU.name(controller, &name, name.count) == 0
     else {
         let failure = errno
         close(controller)
         throw LoopError("setting up a pseudo-terminal failed", systemError: failure)
     }
     let path = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    let terminal = open(path, O_RDWR | O_NOCTTY)
+    let terminal = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC)
     guard terminal >= 0 else {
         let failure = errno
         close(controller)
@@ -374,8 +379,9 @@ private func makeTerminal() throws -> (Int32, Int32) {
     return (controller, terminal)
 }
 
-/// glibc's pseudo-terminal calls, looked up by name.
-private enum Terminal {
+/// glibc's pseudo-terminal calls and `pipe2`, looked up by name.
+private enum GNU {
+    static let pipe2 = function("pipe2", as: (@convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32).self)
     static let grant = function("grantpt", as: (@convention(c) (Int32) -> Int32).self)
     static let unlock = function("unlockpt", as: (@convention(c) (Int32) -> Int32).self)
     static let name = function(
