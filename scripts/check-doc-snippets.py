@@ -80,10 +80,10 @@ GUIDE = {
 # the test files above.
 PROGRAMS = {
     "RunLoopKit.md": ["overview"],
-    "LoopsAndModes.md": ["overview", "observer", "modes", "import-mode"],
+    "LoopsAndModes.md": ["overview", "observer", "modes", "import-mode", "modal"],
     "Timers.md": ["timers", "tolerance", "burst", "schedule", "frame-link"],
     "SourcesAndPorts.md": ["perform", "port", "pipe-reader", "signal"],
-    "WorkOffTheLoop.md": ["child-exit"],
+    "WorkOffTheLoop.md": ["child-exit", "supervisor"],
     "Concurrency.md": ["isolated-port", "actor", "executor-preference"],
     "Visibility.md": ["metrics", "hang-monitor", "tracer", "instrument"],
     "WritingAServer.md": ["chat-server"],

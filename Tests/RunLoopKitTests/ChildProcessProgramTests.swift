@@ -11,6 +11,12 @@ import Testing
         try await expectProgram("example-sort", prints: ["apple", "pear", "finished"], within: .seconds(10))
     }
 
+    /// WorkOffTheLoop.md: a supervisor restarts a failing child twice, 10 ms then 20 ms after its
+    /// failures, then `.default` is empty and the run finishes.
+    @Test func theSupervisorSampleRestartsTheChildTwice() async throws {
+        try await expectProgram("example-supervisor", prints: ["starts: 3"], within: .seconds(5))
+    }
+
     /// WorkOffTheLoop.md: `sh -c "exit 3"`, whose exit is delivered on the main loop.
     @Test func theChildExitSampleReportsTheStatus() async throws {
         let outcome = try await expectProgram("example-child-exit", within: .seconds(10))

@@ -93,13 +93,15 @@ private func nestedRun() {
     var answered = false
     let answer = LoopTimer(after: .milliseconds(30), loop.isolated { _ in answered = true })
     loop.add(answer, forMode: modal)
-    let ask = LoopTimer(after: .milliseconds(10)) { _ in
-        while !answered {
-            // Serves only the modal mode:
-            loop.run(mode: modal, for: .seconds(1))
-        }
-        print("answered; back in \(loop.currentMode!.name)")
-    }
+    let ask = LoopTimer(
+        after: .milliseconds(10),
+        loop.isolated { _ in
+            while !answered {
+                // Serves only the modal mode:
+                loop.run(mode: modal, for: .seconds(1))
+            }
+            print("answered; back in \(loop.currentMode!.name)")
+        })
     loop.add(ask, forMode: .default)
     loop.run(mode: .default, for: .seconds(1))
     // prints "answered; back in default"
@@ -317,7 +319,7 @@ private func childProcess() throws {
 private func supervisor() -> Int {
     let loop = Loop.current
     let failing = ["-c", "exit 1"]  // a child that fails at once
-    var starts = 0
+    let starts = LoopBound(0, on: loop)  // the loop thread's count, for the handlers below
     func start() {
         let child: LoopProcess
         do {
@@ -325,21 +327,20 @@ private func supervisor() -> Int {
         } catch {
             return  // error.systemError: ENOENT, EACCES, …
         }
-        starts += 1
-        child.onExit(
-            loop.isolated { _, status in
-                guard status != .exited(0), starts < 3 else { return }
-                // 10 ms, 20 ms, …
-                let delay = Duration.milliseconds(10) * (1 << (starts - 1))
-                loop.add(LoopTimer(after: delay, loop.isolated { _ in start() }), forMode: .common)
-            })
+        starts.value += 1
+        child.onExit { _, status in
+            guard status != .exited(0), starts.value < 3 else { return }
+            // 10 ms, 20 ms, …
+            let delay = Duration.milliseconds(10) * (1 << (starts.value - 1))
+            loop.add(LoopTimer(after: delay) { _ in start() }, forMode: .common)
+        }
         loop.add(child, forMode: .common)
     }
     start()
     loop.run(mode: .default, for: .seconds(10))
-    // starts is 3: the child failed twice and was restarted twice;
+    // starts.value is 3: the child failed twice and was restarted twice;
     // then .default became empty
-    return starts
+    return starts.value
 }
 
 // MARK: Concurrency

@@ -33,6 +33,13 @@ import Testing
         #expect(outcome.wall < .seconds(4), "\(outcome)")
     }
 
+    /// LoopsAndModes.md: a timer's callout runs the loop in a modal mode until another timer
+    /// answers, then the outer run continues in `.default` and finishes.
+    @Test func theNestedRunSampleReturnsToTheOuterMode() async throws {
+        try await expectProgram(
+            "example-modal", prints: ["answered; back in default", "finished"], within: .seconds(1))
+    }
+
     /// LoopsAndModes.md: a `.default` timer and a `.common` one while the loop runs `.tracking`.
     @Test func theModesSampleTicksOnlyInTheCommonMode() async throws {
         let outcome = try await expectProgram("example-modes")
