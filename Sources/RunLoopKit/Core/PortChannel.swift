@@ -510,9 +510,3 @@ enum PortChunk {
         chunk.storeBytes(of: next, toByteOffset: 32, as: UnsafeMutableRawPointer?.self)
     }
 }
-
-/// 64 bytes of nothing, stored between fields that different processors write so that they never
-/// share a cache line.
-struct CacheLinePadding {
-    private let words: (Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0)
-}

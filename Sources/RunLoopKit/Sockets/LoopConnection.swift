@@ -658,12 +658,6 @@ extension LoopConnection.Event: CustomStringConvertible {
     }
 }
 
-/// Carries a value the loop thread alone will use across the hop to it.
-struct Unchecked<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}
-
 // The handlers cross to the loop's thread in boxes of their own type, not in `Unchecked`: a
 // closure stored in a generic box is kept at the most general abstraction, so taking it out again
 // wraps it in a conversion thunk (an allocation per connection) and every call through it passes
@@ -679,33 +673,4 @@ struct ReadHandler: @unchecked Sendable {
 struct EventHandler: @unchecked Sendable {
     let handler: (LoopConnection, LoopConnection.Event) -> Void
     init(_ handler: sending @escaping (LoopConnection, LoopConnection.Event) -> Void) { self.handler = handler }
-}
-
-/// A reference set at most once and read from any thread, retained while its holder lives: what
-/// `AtomicLazyReference` does, on an `Atomic` of `Unmanaged`, which the compiler inlines. (A
-/// connection reads its optional state on every read and write, and `AtomicLazyReference.load`
-/// was a call into the Synchronization library that looked up generic metadata each time: 10 % of
-/// a loop thread's instructions in the echo workload, callgrind.)
-struct OnceReference<Object: AnyObject>: ~Copyable, @unchecked Sendable {
-    private let slot = Atomic<Unmanaged<Object>?>(nil)
-
-    init() {}
-
-    deinit { slot.load(ordering: .acquiring)?.release() }
-
-    /// The object, once set.
-    @inline(__always)
-    func load() -> Object? { slot.load(ordering: .acquiring)?.takeUnretainedValue() }
-
-    /// Sets `object` unless an object is set already; returns the one set.
-    func storeIfNil(_ object: Object) -> Object {
-        let made = Unmanaged.passRetained(object)
-        let (exchanged, original) = slot.compareExchange(
-            expected: nil, desired: made, ordering: .acquiringAndReleasing)
-        guard exchanged else {
-            made.release()
-            return original!.takeUnretainedValue()
-        }
-        return object
-    }
 }
