@@ -288,72 +288,6 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
         shared.withLock { $0.remoteAddress = address }
     }
 
-    // MARK: Multicast
-
-    /// Joins the multicast `group` (an IPv4 or IPv6 multicast address of the socket's family; its
-    /// port is ignored) on the interface with address `interface` (nil: the kernel's choice). The
-    /// socket then receives the group's datagrams sent to its port.
-    ///
-    /// Any thread. Throws a `LoopError` for an address that is not a multicast group, of another
-    /// family, on a Unix socket, once the socket is invalidated, or with `systemError` set when
-    /// the kernel refuses (`ENODEV`: no such interface).
-    public func joinMulticastGroup(_ group: SocketAddress, onInterface interface: SocketAddress? = nil)
-        throws(LoopError)
-    {
-        try setMembership(group, interface, join: true)
-    }
-
-    /// Leaves a multicast group joined with ``joinMulticastGroup(_:onInterface:)``.
-    ///
-    /// Any thread. Throws as `joinMulticastGroup` does (`EADDRNOTAVAIL`: not joined).
-    public func leaveMulticastGroup(_ group: SocketAddress, onInterface interface: SocketAddress? = nil)
-        throws(LoopError)
-    {
-        try setMembership(group, interface, join: false)
-    }
-
-    /// Sets how multicast datagrams this socket sends go out: from the interface with address
-    /// `interface` (nil: the kernel's choice), with `timeToLive` hops (0: they do not leave this
-    /// machine; 1, the kernel's default: the local network only), and whether they are looped
-    /// back to this machine's members of the group.
-    ///
-    /// Any thread. Throws a `LoopError` for a Unix socket, once the socket is invalidated, for an
-    /// interface of another family, a `timeToLive` outside 0...255, or with `systemError` set
-    /// when the kernel refuses.
-    public func setMulticastSending(
-        interface: SocketAddress? = nil, timeToLive: Int = 1, loopback: Bool = true
-    ) throws(LoopError) {
-        try checkValid()
-        guard family != AF_UNIX else { throw LoopError("a Unix datagram socket has no multicast") }
-        guard (0...255).contains(timeToLive) else {
-            throw LoopError("a multicast time to live must be in 0...255, not \(timeToLive)")
-        }
-        if let interface {
-            try checkFamily(of: interface, for: "send multicast out of")
-            try Platform.setMulticastInterface(fileDescriptor, interface).get(
-                failing: "setsockopt(multicast interface \(interface))")
-        }
-        try Platform.setMulticastHops(fileDescriptor, family: family, timeToLive).get(
-            failing: "setsockopt(multicast time to live)")
-        try Platform.setMulticastLoop(fileDescriptor, family: family, loopback).get(
-            failing: "setsockopt(multicast loopback)")
-    }
-
-    private func setMembership(_ group: SocketAddress, _ interface: SocketAddress?, join: Bool) throws(LoopError) {
-        try checkValid()
-        guard family != AF_UNIX else { throw LoopError("a Unix datagram socket cannot join a multicast group") }
-        try checkFamily(of: group, for: join ? "join" : "leave")
-        if let interface { try checkFamily(of: interface, for: "join a group on") }
-        guard group.isMulticast else {
-            let range = family == AF_INET ? "224.0.0.0/4" : "ff00::/8"
-            throw LoopError("\(group.hostDescription) is not a multicast group address (\(range))")
-        }
-        let call = join ? "join" : "leave"
-        try Platform.setMembership(fileDescriptor, group: group, interface: interface, join: join).get(
-            failing:
-                "\(call) multicast group \(group.hostDescription) on \(interface?.hostDescription ?? "any interface")")
-    }
-
     // MARK: Invalidation
 
     /// Closes the socket: removes it from its loop, ends waiting `receive()` and awaited sends
@@ -463,38 +397,5 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
             guard let handler = self.shared.withLock({ $0.errorHandler }) else { return }
             handler(self, error)
         }
-    }
-}
-
-extension SocketAddress {
-    /// "IPv4", "IPv6" or "Unix".
-    static func familyName(_ family: Int32) -> String {
-        switch family {
-        case AF_INET: "IPv4"
-        case AF_INET6: "IPv6"
-        default: "Unix"
-        }
-    }
-
-    /// Whether this is an IPv4 (224.0.0.0/4) or IPv6 (ff00::/8) multicast address.
-    var isMulticast: Bool {
-        switch family {
-        case AF_INET:
-            let offset = MemoryLayout<sockaddr_in>.offset(of: \.sin_addr)!
-            return bytes[offset] & 0xF0 == 0xE0
-        case AF_INET6:
-            let offset = MemoryLayout<sockaddr_in6>.offset(of: \.sin6_addr)!
-            return bytes[offset] == 0xFF
-        default:
-            return false
-        }
-    }
-
-    /// The host alone for an IP address (`239.1.2.3`, `ff02::1`), the description otherwise.
-    var hostDescription: String {
-        guard isInternet else { return description }
-        let text = description
-        if family == AF_INET6 { return String(text.dropFirst().prefix { $0 != "]" }) }
-        return String(text.prefix { $0 != ":" })
     }
 }

@@ -338,16 +338,3 @@ extension LoopConnection {
         queueTLSRecords(engine)
     }
 }
-
-extension SocketAddress {
-    /// The IP address as text (`127.0.0.1`, `::1`), nil for a Unix path.
-    var host: String? {
-        guard isInternet else { return nil }
-        let text = description
-        if text.hasPrefix("["), let end = text.firstIndex(of: "]") {
-            return String(text[text.index(after: text.startIndex)..<end])
-        }
-        guard let colon = text.lastIndex(of: ":") else { return text }
-        return String(text[..<colon])
-    }
-}
