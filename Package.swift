@@ -30,7 +30,7 @@ let package = Package(
         // The Linux calls beyond libevent (eventfd, timerfd, signal routing, pidfds, accept4, the
         // main-queue hooks), wrapped once; only Platform/Platform.swift of RunLoopKit imports it.
         .target(name: "CPlatform"),
-        // OpenSSL 3 from Debian's libssl-dev; only TLS/OpenSSL.swift of RunLoopKit imports it.
+        // OpenSSL 3 from Debian's libssl-dev; only the TLS/OpenSSL*.swift files of RunLoopKit import it.
         .systemLibrary(
             name: "COpenSSL",
             path: "Modulemaps/COpenSSL",
