@@ -165,9 +165,8 @@ public struct HTTPRequestParser: Sendable {
             while valueEnd > i && HTTPBytes.isWhitespace(p.byte(valueEnd - 1)) { valueEnd -= 1 }
             let valueStart = i
             // Eight bytes at a time while they are all visible characters, obs-text or spaces (a
-            // tab or a bad byte goes to the byte loop). With the token bitmap, a parse of wrk's
-            // `GET /` with `Host: 127.0.0.1:18304` takes 849 instructions, a sixth fewer than byte by
-            // byte (callgrind).
+            // tab or a bad byte goes to the byte loop): with the token bitmap, fewer instructions
+            // than byte by byte (docs/performance-notes.md#instructions-per-request).
             while i + 8 <= valueEnd && HTTPBytes.allFieldValueBytesButTab(p.word(at: i)) { i += 8 }
             // Fewer than eight left (not a word with a byte to look at): they go as the last eight
             // bytes of the value, when it has eight.

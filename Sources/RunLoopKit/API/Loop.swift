@@ -12,8 +12,8 @@ public final class Loop: @unchecked Sendable {
 
     /// Mode tables, the common set, and the run stack, shared with other threads. Behind a lock
     /// word rather than a `Locked`: adding a timer and invalidating it take this lock once each,
-    /// and a pthread mutex's lock and unlock calls would add two atomic operations and about 130
-    /// instructions to each timer (callgrind, `runloop-bench --filter churn`).
+    /// and a pthread mutex's lock and unlock calls would add two atomic operations to each timer
+    /// (docs/performance-notes.md#instructions-per-timer).
     let state: WordLocked<ModeTable>
     /// The mode tables' change counter (`state.version`), read without taking the lock.
     let tablesVersion: TableVersion
@@ -47,8 +47,7 @@ public final class Loop: @unchecked Sendable {
     /// Blocks scheduled for later, and the atomics mirroring the queue's top so that a pass takes
     /// no lock unless one is due (see `Loop+Schedule.swift`). Behind a lock word: each
     /// `schedule(after:)` and `cancel()` takes it once for a few heap operations, where a pthread
-    /// mutex would cost about 116 more instructions per block scheduled and cancelled (callgrind,
-    /// `runloop-bench --filter 14`).
+    /// mutex would cost more than they do (docs/performance-notes.md#instructions-per-scheduled-block).
     let scheduledQueue = WordLocked(ScheduledQueue())
     let scheduledWake = Atomic<Ticks>(.max)
     let scheduledDue = Atomic<Ticks>(.max)
@@ -318,8 +317,8 @@ extension Loop {
 
         // The three named modes are made from their names and hashes as literals, not kept in
         // lazily initialised globals: every access to one of those is a call (`swift_once`), which
-        // `loop.add(timer, forMode: .default)` would pay on every timer: 55 instructions per timer,
-        // the loop's own uses included (callgrind, `runloop-bench --filter churn`).
+        // `loop.add(timer, forMode: .default)` would pay on every timer, the loop's own uses
+        // included (docs/performance-notes.md#instructions-per-timer).
 
         /// The mode a loop runs in by default.
         public static var `default`: Mode { Mode(name: "default", nameHash: 0xebad_a516_8620_c5fe) }

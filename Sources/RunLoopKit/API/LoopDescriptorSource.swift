@@ -41,8 +41,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// The source's state behind a lock word in the object itself rather than a `Locked` (a
     /// pthread mutex in an allocation of its own; see `ItemCore`): the critical sections are a few
     /// field accesses, taken on every event the source serves, and a server has one source per
-    /// connection, mostly idle: an idle connection costs 1,359 bytes, both ends counted, where
-    /// libevent's bufferevent pair costs 2,109 (`runloop-bench --filter connections`).
+    /// connection, mostly idle (docs/performance-notes.md#memory-per-connection).
     @exclusivity(unchecked) var core: ItemCore<State>
     // The stored layout is in declaration order: the flag and the descriptor fill the end of
     // `core`'s last word, and the registration, last, needs no padding after it (a server holds

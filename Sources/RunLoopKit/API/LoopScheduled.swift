@@ -43,8 +43,8 @@ public final class LoopScheduled: @unchecked Sendable {
         case queued
     }
     /// The loop, held weakly through its link: a weak reference of the handle's own would form a
-    /// side table per schedule (callgrind, `runloop-bench --filter 14`: about 90 instructions and
-    /// an allocation of each `schedule` and `cancel`).
+    /// side table per schedule, an allocation of each `schedule` and `cancel`
+    /// (docs/performance-notes.md#instructions-per-scheduled-block).
     private let link: LoopLink?
 
     init(loop: Loop?, modes: [Loop.Mode]?, fireTicks: Ticks, latestTicks: Ticks, block: (@Sendable () -> Void)?) {
@@ -107,8 +107,8 @@ public final class LoopScheduled: @unchecked Sendable {
             ).exchanged
         else { return }
         // Released outside the queue's lock: the block's captures may schedule or cancel as they go.
-        // `_ =`, not `withExtendedLifetime`: that boxes the closure in a heap thunk (2,787 against
-        // 2,343 instructions per scheduled and cancelled block, callgrind).
+        // `_ =`, not `withExtendedLifetime`: that boxes the closure in a heap thunk
+        // (docs/performance-notes.md#instructions-per-scheduled-block).
         let released = block.take()
         link?.boundLoop.use { $0.scheduledWasCancelled(self) }
         _ = released

@@ -95,7 +95,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.interval = interval.flatMap { $0.attoseconds > 0 ? $0 : nil }
         // A tolerance of zero is kept as given: `.zero` is a call into the standard library, made
         // only for a negative one. The handler is consumed: a copy of the (owned) `sending`
-        // parameter costs a retain and a release per timer (callgrind, `runloop-bench --filter churn`).
+        // parameter costs a retain and a release per timer (docs/performance-notes.md#instructions-per-timer).
         var state = State(
             fireOffset: fireAt - TickClock.origin, tolerance: tolerance.attoseconds < 0 ? .zero : tolerance,
             handler: consume handler, missedFirePolicy: missedFirePolicy)

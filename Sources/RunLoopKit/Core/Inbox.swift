@@ -53,9 +53,8 @@ final class Inbox: @unchecked Sendable {
     // Guarded by `word`: a lock word beside the state, not a `Locked`. Every posting thread takes
     // it for an append of a few instructions and the loop for a pointer swap; against a pthread
     // mutex this saves two calls per post and a second cache line, and a contended thread never
-    // sleeps in the kernel for a lock that is free again nanoseconds later. Measured with
-    // `make serve-bench` (5 rounds each): runloop-httpd went from 0.92x to 0.98x the raw-libevent
-    // server, and its CPU per request from 1.11x to 1.03x raw libevent's.
+    // sleeps in the kernel for a lock that is free again nanoseconds later
+    // (docs/performance-notes.md#choices-in-the-code-before-and-after).
     private let word = LockWord()
     private let blocks = BlockBuffer()
     @exclusivity(unchecked) private var wake = Wake.idle

@@ -76,9 +76,7 @@ extension Loop {
     /// Removed at once rather than left for the loop to skip: left there, cancelled handles would
     /// stay alive until a compaction (once more than half the heap was cancelled) freed them by
     /// the dozen, emptying malloc's per-thread cache, and a heap of cancelled and live blocks would
-    /// make every pop deeper. That costs about 185 more instructions per block scheduled and
-    /// cancelled, and 660 when half of them fire (callgrind, `runloop-bench --filter 14`, 200,000
-    /// blocks a row).
+    /// make every pop deeper (docs/performance-notes.md#instructions-per-scheduled-block).
     func scheduledWasCancelled(_ handle: LoopScheduled) {
         scheduledQueue.withLock { queue in
             guard handle.place.state == .queued else { return }

@@ -65,8 +65,8 @@ struct ModeItems {
 
     /// Places the timer's schedule in the heaps. In the timer's first mode an exact schedule goes
     /// in a tracked entry, updated in place when the timer is rescheduled; elsewhere new entries
-    /// are pushed and the old ones go stale. Inlined into adding a timer: 21 fewer instructions per
-    /// timer of the churn benchmark (callgrind).
+    /// are pushed and the old ones go stale. Inlined into adding a timer
+    /// (docs/performance-notes.md#instructions-per-timer).
     @inline(__always)
     mutating func push(_ timer: LoopTimer, _ schedule: LoopTimer.Schedule, sequence: UInt64) {
         guard schedule.isValid else { return }

@@ -9,8 +9,8 @@ protocol ModeMember: AnyObject {
     /// Enters a mode's tables (it was not there); `sequence` orders it among the mode's items.
     func join(_ items: inout ModeItems, sequence: UInt64)
     /// Leaves a mode's tables (it was there); heaps it left wholly stale go to `garbage`, for the
-    /// caller to release after the lock. (Appended rather than returned: a returned array, empty
-    /// almost always, would be released on every removal; callgrind, timer churn.)
+    /// caller to release after the lock. Appended rather than returned: a returned array, empty
+    /// almost always, would be released on every removal (docs/performance-notes.md#instructions-per-timer).
     func leave(_ items: inout ModeItems, garbage: inout [TimerHeap])
     /// Forgets `loop` as its owner, after an add the ended loop refused.
     func unbind(from loop: Loop)
@@ -40,8 +40,8 @@ extension LoopTimer: WordLockedItem {
     /// timer's: every change of schedule (a reschedule, a claim, an invalidation) moves
     /// `liveGeneration` under the timer's lock, and one this load does not see pushes its own
     /// entries after this lock is let go (`timerDidReschedule`). Otherwise reads it again. Saves
-    /// adding a timer its second lock word acquisition, an atomic operation and 45 instructions
-    /// (callgrind, timer churn).
+    /// adding a timer its second lock word acquisition, an atomic operation
+    /// (docs/performance-notes.md#instructions-per-timer).
     func join(_ items: inout ModeItems, sequence: UInt64, bound: Schedule) {
         let current = liveGeneration.load(ordering: .acquiring) == bound.generation ? bound : schedule
         items.timerCount += 1

@@ -135,8 +135,8 @@ struct ModeTable {
     /// `mode`'s number, if it has tables.
     @inline(__always)
     mutating func slot(of mode: Loop.Mode) -> ModeSlot? {
-        // The check of the last look-up inline, the rest out of line (callgrind, timer churn: the
-        // call was 33 instructions per timer added).
+        // The check of the last look-up inline, the rest out of line: the call was a share of
+        // adding a timer (docs/performance-notes.md#instructions-per-timer).
         if let last = lastLookup, last.mode == mode { return last.slot }
         return lookUpSlot(of: mode)
     }

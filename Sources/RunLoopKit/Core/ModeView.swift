@@ -46,8 +46,8 @@ extension Loop {
     /// still current. `body` must not call out or change the tables (it reads fields; a callout
     /// could replace the kept view and release it under `body`). Loop thread only.
     ///
-    /// The busy loop of `runloop-bench --filter iteration` (no observers) read the view five
-    /// times a pass through `view(of:)`, each a retain and a release (callgrind).
+    /// A pass reads the view several times, and each read through `view(of:)` was a retain and a
+    /// release (docs/performance-notes.md#instructions-per-pass).
     @inline(__always)
     func withView<R>(of mode: Mode, walking: Bool = false, _ body: (ModeView) -> R) -> R {
         if let kept = onThread.modeViewReference {

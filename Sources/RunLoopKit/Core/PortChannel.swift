@@ -7,10 +7,9 @@ import Synchronization
 /// A sender claims a position with one atomic add on `tail`, finds the chunk that holds it, writes
 /// the message into its slot and then the slot's flag. The loop reads positions in order, each
 /// once its flag says it was written. A sender that is preempted therefore stalls nobody but the
-/// loop, and the loop only at that one slot; with a lock, it stalled every other sender too. With
-/// 4 senders on 2 processors a lock word made 26–54 k context switches per 4 M messages (`perf`),
-/// and the port ran at 0.74–2.41× a bare mutex-guarded array; see docs/Benchmarks.md for what
-/// this queue gives (`runloop-bench --filter port`).
+/// loop, and the loop only at that one slot; with a lock, it stalled every other sender too
+/// (docs/performance-notes.md#port-messages-workload-16); see docs/Benchmarks.md for what this
+/// queue gives (`runloop-bench --filter port`).
 ///
 /// Positions count every message a port was ever sent, so each chunk covers the fixed range
 /// `start ..< start + capacity` of them, and a chunk is found from `hint` (a recent one) by
@@ -61,10 +60,9 @@ class PortChannel: @unchecked Sendable {
     /// The positions the loop has read, as of the last chunk it moved on from: how far behind the
     /// senders it is. A sender that starts a chunk more than `backlogLimit` positions ahead of it
     /// yields its processor once. With more senders than processors the loop otherwise gets a
-    /// thread's share of them while the senders fill fresh chunks: 4 senders of 4,000,000
-    /// three-integer structs on 2 processors made 15,465 page faults and ran at 47–50 M messages/s;
-    /// yielding, 1,938 faults and 68–96 M/s (`perf stat`, 5 runs each). A yield is not a wait: a
-    /// sender whose loop is stopped or busy goes on, at one system call per chunk.
+    /// thread's share of them while the senders fill fresh chunks, and faults in fresh pages
+    /// (docs/performance-notes.md#port-messages-workload-16). A yield is not a wait: a sender whose
+    /// loop is stopped or busy goes on, at one system call per chunk.
     private let read = Atomic<Int>(0)
 
     // The loop's thread only (and `deinit`).

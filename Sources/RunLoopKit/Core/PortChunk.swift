@@ -36,9 +36,9 @@ enum PortChunk {
         memory.bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(0))
         (memory + 24).bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(0))
         // Zero bytes are empty flags already, so a fresh block's pages are touched only as messages
-        // reach them: 10,000 idle ports of three-word messages hold 4,760 resident bytes each,
-        // against 16,925 with every flag set here (and 10,968 with 10 KiB chunks from malloc). A
-        // block another port gave back holds its bytes: every flag is set here.
+        // reach them, and an idle port holds little memory
+        // (docs/performance-notes.md#port-messages-after-another-rows-frees). A block another port
+        // gave back holds its bytes: every flag is set here.
         if isZeroed { return memory }
         for offset in 0..<layout.capacity {
             let flag = layout.slot(offset, in: memory) + layout.flagOffset

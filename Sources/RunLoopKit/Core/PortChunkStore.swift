@@ -4,9 +4,8 @@
 /// Not from malloc. A chunk is taken by whichever sender reaches the end of the list, from that
 /// thread's malloc arena, and glibc sorts an arena's freed small blocks into its bins at the first
 /// request of 1 KiB or more made there after they were freed: a sender paid for what other code of
-/// the process had freed. After 4 threads made and freed 500,000 blocks of 48–144 bytes (as GLib's
-/// rows of `runloop-bench --filter port` do), a new thread's first 10 KiB `posix_memalign` took
-/// 13 ms, and a port's 500,000 messages from 4 senders ran at 8–13 M/s against 58–68 M/s. From
+/// the process had freed, when other code (as GLib's rows of `runloop-bench --filter port`) had
+/// freed many small blocks (docs/performance-notes.md#port-messages-after-another-rows-frees). From
 /// the store, a block costs a few instructions under its lock whatever the rest of the process
 /// does with malloc, and a port made after another takes that one's blocks without touching a
 /// fresh page.

@@ -26,8 +26,8 @@ enum TickClock {
 
     /// The clock read directly, in the same units as `ticks(_:)` of `ContinuousClock.now` (the
     /// same clock, the same epoch): no resilient `Instant`, no subtraction of instants and no
-    /// 128-bit division. A busy loop's pass reads the clock for its deadline: about 40
-    /// instructions here, about 180 through `ContinuousClock.now` (callgrind).
+    /// 128-bit division. A busy loop's pass reads the clock for its deadline
+    /// (docs/performance-notes.md#instructions-per-pass).
     static var now: Ticks { Platform.continuousClockNanoseconds() }
 
     static func instant(_ ticks: Ticks) -> ContinuousClock.Instant {
@@ -48,8 +48,8 @@ extension Duration {
     /// Whole nanoseconds, negative durations counting as zero and huge ones clamped to `Int64.max`.
     var saturatingNanoseconds: Int64 {
         // One 128-bit division by a constant, and none for zero (the usual tolerance): `components`
-        // divides twice and multiplies with overflow checks, about 370 instructions of each
-        // `schedule(after:)` (callgrind).
+        // divides twice and multiplies with overflow checks, on each `schedule(after:)`
+        // (docs/performance-notes.md#instructions-per-scheduled-block).
         let attoseconds = attoseconds
         guard attoseconds > 0 else { return 0 }
         // `Int64.max` nanoseconds, as a literal: an `Int128` product is a call at run time.

@@ -20,10 +20,9 @@ protocol TickHeapElement: AnyObject {
 /// pushes a new entry, and the old one is recognised as stale when it reaches the top. That keeps
 /// scheduling O(log n) and removal O(1); `compact` bounds the garbage. A tracked entry (a timer's
 /// one entry in its first mode) is the exception: its element knows its index, so it is updated
-/// and removed in place, as libevent's timer heap does, and leaves no garbage. Measured with
-/// callgrind on `runloop-bench`'s timer churn: invalidated timers piling up as stale entries cost
-/// a compaction per thousand and freed their memory in batches, which emptied malloc's per-thread
-/// cache; together about a third of the instructions per timer.
+/// and removed in place, as libevent's timer heap does, and leaves no garbage: invalidated timers
+/// piling up as stale entries cost compactions and freed their memory in batches, which emptied
+/// malloc's per-thread cache (docs/performance-notes.md#instructions-per-timer).
 struct TickHeap<Element: TickHeapElement> {
     struct Entry {
         var key: Ticks
@@ -96,8 +95,8 @@ struct TickHeap<Element: TickHeapElement> {
         if index != last {
             // Swapped bitwise (the array's own `swapAt` retains and releases both elements), then
             // the entry moved into the hole goes up or down, not both, among the entries before
-            // the removed one: one access to the buffer for both (callgrind, timer churn: 18
-            // fewer instructions per timer).
+            // the removed one: one access to the buffer for both
+            // (docs/performance-notes.md#instructions-per-timer).
             entries.withUnsafeMutableBufferPointer { buffer in
                 buffer.swapAt(index, last)
                 let base = buffer.baseAddress!
@@ -119,7 +118,7 @@ struct TickHeap<Element: TickHeapElement> {
     /// caller releases them where it may).
     mutating func compact(dropping dropped: inout [Entry], keeping isLive: (Entry) -> Bool) {
         // By hand, swapping bitwise: `removeAll(where:)` retained and released the element of
-        // every entry it moved, a third of the time to compact (callgrind, timer churn).
+        // every entry it moved (docs/performance-notes.md#instructions-per-timer).
         let kept = entries.withUnsafeMutableBufferPointer { buffer in
             var kept = 0
             for index in buffer.indices where isLive(buffer[index]) {

@@ -10,10 +10,10 @@ struct Unchecked<Value>: @unchecked Sendable {
 }
 
 /// A reference set at most once and read from any thread, retained while its holder lives: what
-/// `AtomicLazyReference` does, on an `Atomic` of `Unmanaged`, which the compiler inlines. (A
-/// connection reads its optional state on every read and write, and `AtomicLazyReference.load`
-/// was a call into the Synchronization library that looked up generic metadata each time: 10 % of
-/// a loop thread's instructions in the echo workload, callgrind.)
+/// `AtomicLazyReference` does, on an `Atomic` of `Unmanaged`, which the compiler inlines: a
+/// connection reads its optional state on every read and write, and `AtomicLazyReference.load` is
+/// a call into the Synchronization library that looks up generic metadata each time
+/// (docs/performance-notes.md#instructions-per-request).
 struct OnceReference<Object: AnyObject>: ~Copyable, @unchecked Sendable {
     private let slot = Atomic<Unmanaged<Object>?>(nil)
 

@@ -55,9 +55,8 @@ protocol WordLockedItem: ModeMember {
 extension WordLockedItem {
     /// The state, with the lock word held for the length of the access. Any thread; an access must
     /// not call back into the item. For a caller that hands a closure out of the state, which
-    /// `withState` would return through its generic result in a heap-allocated reabstraction thunk:
-    /// a `malloc` and about 280 instructions per pass of the busy loop of `runloop-bench --filter
-    /// iteration` without observers (callgrind).
+    /// `withState` would return through its generic result in a heap-allocated reabstraction thunk,
+    /// a `malloc` per pass of a busy loop (docs/performance-notes.md#instructions-per-pass).
     var lockedState: State {
         @inline(__always) _read {
             core.lock()
@@ -105,10 +104,10 @@ extension WordLockedItem {
     ///
     /// `take` is handed the item rather than capturing it: a closure capturing `self` made
     /// `LoopTimer.invalidate` retain and release the timer around the call, two of the atomic
-    /// operations of a timer's life (callgrind, `runloop-bench --filter churn`). The handler goes
-    /// to a variable of its own type, not out through a generic result: a closure returned as a
-    /// generic value, or handed to `withExtendedLifetime`, is wrapped in a reabstraction thunk
-    /// allocated on the heap, 334 of the 1,902 instructions of a timer's churn (callgrind).
+    /// operations of a timer's life. The handler goes to a variable of its own type, not out
+    /// through a generic result: a closure returned as a generic value, or handed to
+    /// `withExtendedLifetime`, is wrapped in a reabstraction thunk allocated on the heap
+    /// (docs/performance-notes.md#instructions-per-timer).
     @inline(__always)
     func retireItem(moving take: (Self, inout State) -> Void) {
         let loop: BoundLoop = withState { state in

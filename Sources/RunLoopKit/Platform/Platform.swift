@@ -16,8 +16,8 @@ enum Platform {
     static var processID: Int32 { getpid() }
 
     /// The calling thread's loop, unretained, as `ThreadSlot.key` holds it: a thread-local copy,
-    /// because the key is read on every item added or removed (callgrind, `runloop-bench --filter
-    /// churn`: two `pthread_getspecific` calls were 34 of a timer's instructions).
+    /// because the key is read on every item added or removed
+    /// (docs/performance-notes.md#instructions-per-timer).
     @inline(__always)
     static var currentLoopPointer: UnsafeMutableRawPointer? {
         get { rlk_get_current_loop() }

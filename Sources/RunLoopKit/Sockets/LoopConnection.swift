@@ -107,9 +107,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     }
 
     /// Guarded by `sharedLock`, a lock word in the connection rather than a `Locked` (a pthread
-    /// mutex in an allocation of its own): a server holds thousands of connections, mostly idle.
-    /// An idle connection costs 1,359 bytes, both ends counted, where libevent's bufferevent pair
-    /// costs 2,109 (`runloop-bench --filter connections`, memory per idle connection).
+    /// mutex in an allocation of its own): a server holds thousands of connections, mostly idle
+    /// (docs/performance-notes.md#memory-per-connection).
     @exclusivity(unchecked) private var shared: Shared
     private let sharedLock = LockWord()
 
@@ -155,8 +154,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// `tlsSlot`: the `AtomicLazyReference` calls the TLS code makes, on the extras' slot.
     struct TLSSlot {
         // Unretained and unmanaged: the slot is used within a call on the connection, which holds
-        // it, and reading an `unowned(unsafe)` reference retained it (a retain and a release on
-        // every read and write, callgrind).
+        // it, and reading an `unowned(unsafe)` reference retained it on every read and write
+        // (docs/performance-notes.md#instructions-per-request).
         let connection: Unmanaged<LoopConnection>
 
         func load() -> TLSEngine? { connection._withUnsafeGuaranteedRef { $0.extrasSlot.load()?.tls.load() } }
@@ -177,9 +176,8 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     // Touched only on the loop's thread, so the runtime's exclusivity checks (a thread-local
     // access set, entered and left on every access) are redundant: `@exclusivity(unchecked)`.
-    // Measured with callgrind on runloop-httpd under wrk: the checks (`swift_beginAccess` and
-    // what it calls) were 18% of the server's instructions, six of the ten checked accesses per
-    // request in this class.
+    // They were a large share of a request's instructions, most of them in this class
+    // (docs/performance-notes.md#instructions-per-request).
 
     /// Connecting, open, closing or closed (`LoopConnection+Lifecycle.swift`): changed only by
     /// `apply(_:)`.
@@ -375,7 +373,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// directly (not for a child's stream whose process is in no loop yet, or whose early calls
     /// are being handed over). Takes no reference to the loop: retaining and releasing a loop,
     /// which weak references give a side table, went the runtime's slow way on every write
-    /// (about 190 instructions a request in runloop-httpd, callgrind).
+    /// (docs/performance-notes.md#instructions-per-request).
     var isOnLoopThread: Bool {
         if let early, !early.withLock({ $0.handedOver }) { return false }
         guard let loop = boundLoop.load(ordering: .acquiring) else { return false }

@@ -40,8 +40,8 @@ final class OpenSSLContext: @unchecked Sendable {
         }
         rlk_ssl_ctx_set_hardening(raw)
         rlk_ssl_ctx_set_release_buffers(raw)
-        // OpenSSL's own read buffer size (a record and its overhead): a 64 KiB one cost 9.35
-        // instead of 8.29 instructions a byte (`CALLGRIND=1 MEBIBYTES=64 scripts/tls-bio-bench.sh`).
+        // OpenSSL's own read buffer size (a record and its overhead): a 64 KiB one cost more
+        // instructions a byte (docs/performance-notes.md#tls-bio).
         rlk_ssl_ctx_set_read_ahead(raw)
         if let credentials = configuration.credentials {
             try credentials.install(in: raw)

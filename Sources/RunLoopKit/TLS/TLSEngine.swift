@@ -17,17 +17,8 @@ import Synchronization
 /// only) for fewer instructions, and the connection's model intact. OpenSSL's socket BIO writes
 /// with `write` (SIGPIPE when the peer has gone), a write it could not finish must be repeated
 /// with the same bytes outside the connection's queue, watermarks and `writev`, and reads would
-/// bypass the read budget and the input limit. Measured with scripts/tls-bio-bench.sh (one way
-/// over loopback TCP, TLS 1.3, AES-256-GCM, 16 KiB writes), instructions per byte under callgrind
-/// (`CALLGRIND=1 MEBIBYTES=64 scripts/tls-bio-bench.sh`): `SSL_set_fd` 8.34; this BIO (`send`)
-/// 8.29; receiving straight into OpenSSL but writing records to an evbuffer (`recv`) 9.35; a BIO
-/// over libevent's evbuffers both ways 10.03; OpenSSL's memory BIOs 14.43. The difference is the
-/// copies through the buffers, which callgrind counts a byte an instruction (`rep movsb`).
-/// runloop-httpd over HTTPS (`scripts/callgrind-httpd.sh BINARY https`): 26,745 instructions per
-/// request over evbuffers, 24,261 with this BIO. Timed (`ROUNDS=5 MEBIBYTES=256 scripts/tls-bio-bench.sh`, 2 cores shared, load 6-8),
-/// medians 0.427 GB/s for `SSL_set_fd` (runs 0.18-0.47), 0.235 for this BIO (0.12-0.71), 0.231
-/// over evbuffers (0.12-0.31): the spreads overlap, and the bench's `SSL_set_fd` blocks in `read`
-/// where the BIOs wait in `poll` after EAGAIN, as a loop waits in epoll.
+/// bypass the read budget and the input limit. Each BIO's instructions per byte, and the timings
+/// (docs/performance-notes.md#tls-bio).
 ///
 /// Loop thread only, except the facts (`negotiatedProtocol`, `peerCertificateSubject`), which
 /// any thread reads once the handshake is done.
