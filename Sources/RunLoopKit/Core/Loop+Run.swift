@@ -74,7 +74,10 @@ extension Loop {
         return result!
     }
 
-    /// One iteration (step 2.1 to 2.7). Returns nil to go round again.
+    /// One iteration (step 2.1 to 2.7). Returns nil to go round again. Inlined into its one
+    /// caller, as it was while a closure wrapped it: a pass is short, and a call of its own is one
+    /// more call, with its arguments spilled around it, per pass.
+    @inline(__always)
     private func runOnce(
         _ mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: any EventBackend,
         _ returnAfterSourceHandled: Bool
