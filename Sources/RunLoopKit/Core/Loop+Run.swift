@@ -60,10 +60,10 @@ extension Loop {
         notify(.entry, in: mode)
         var result: RunResult? = frame.stopped.load(ordering: .acquiring) ? .stopped : nil
         while result == nil {
-            // Writes gathered in a pass go out when it ends (`LoopConnection+Flush.swift`).
-            result = gatheringWrites {
-                runOnce(mode, frame: frame, deadline: deadline, backend: backend, returnAfterSourceHandled)
-            }
+            // Each pass numbered and between its hooks (`Loop+Hooks.swift`).
+            let outerPass = beginPass()
+            result = runOnce(mode, frame: frame, deadline: deadline, backend: backend, returnAfterSourceHandled)
+            endPass(resuming: outerPass)
         }
 
         // 3. exit, and restore the outer run's mode.
@@ -74,7 +74,10 @@ extension Loop {
         return result!
     }
 
-    /// One iteration (step 2.1 to 2.7). Returns nil to go round again.
+    /// One iteration (step 2.1 to 2.7). Returns nil to go round again. Inlined into its one
+    /// caller, as it was while a closure wrapped it: a pass is short, and a call of its own is one
+    /// more call, with its arguments spilled around it, per pass.
+    @inline(__always)
     private func runOnce(
         _ mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: any EventBackend,
         _ returnAfterSourceHandled: Bool
@@ -133,8 +136,8 @@ extension Loop {
             // A beforeWaiting observer may have queued work or stopped the run: do not sleep on it.
             if readyToSleep(in: mode, frame, deadline) {
                 // The poll's result (empty) shares the backend's ready array, which the wait
-                // refills in place: let go of it first, or the refill copies the array. Callgrind,
-                // `runloop-bench --filter echo`: an allocation per sleep, two per round trip.
+                // refills in place: let go of it first, or the refill copies the array (an
+                // allocation per sleep: docs/performance-notes.md#the-iterations-own-costs).
                 events = BackendEvents()
                 events = sleep(in: mode, deadline: deadline, backend: backend)
             }
@@ -144,11 +147,11 @@ extension Loop {
         return events
     }
 
-    /// Sends the writes gathered so far in the pass, collects what other threads posted (reading
-    /// away a wake-up written only to announce it), then says whether nothing keeps the loop from
+    /// Calls the `beforeSleeping` hooks, collects what other threads posted (reading away a
+    /// wake-up written only to announce it), then says whether nothing keeps the loop from
     /// sleeping.
     private func readyToSleep(in mode: Mode, _ frame: RunFrame, _ deadline: RunDeadline) -> Bool {
-        flushGatheredWrites()
+        callHooksBeforeSleeping()
         inbox.prepareToSleep(into: onThread.pendingBlocks)
         return !hasWorkBeforeSleeping(mode, frame, deadline)
     }
@@ -258,15 +261,14 @@ extension Loop {
         guard withView(of: mode, { $0.observerMask.contains(activity) }) else { return }
         // Held for the callouts: one may change the tables, which replaces the kept view. The
         // view's array is immutable and keeps its observers alive while the view is held, so
-        // they are called without a reference count each (callgrind, six observers: 12 retains
-        // and releases a pass).
+        // they are called without a reference count each (docs/performance-notes.md#the-iterations-own-costs).
         let view = view(of: mode, walking: true)
         withExtendedLifetime(view) {
             view.observers.withUnsafeBufferPointer { observers in
                 for index in observers.indices {
                     // A hole is an observer that left the mode. Made straight from the borrowed
                     // element: binding the observer first (`guard let`) copies it, a retain and a
-                    // release per callout (callgrind, six observers: 540 of a pass's 3,500 instructions).
+                    // release per callout (docs/performance-notes.md#the-iterations-own-costs).
                     guard let observer = observers[index].observer.map(Unmanaged.passUnretained) else { continue }
                     guard observer._withUnsafeGuaranteedRef({ $0.activities.contains(activity) }) else { continue }
                     callOut(.observer) { observer._withUnsafeGuaranteedRef { $0.callOut(activity) } }
@@ -287,8 +289,8 @@ extension Loop {
             : sourceSignalled.exchange(false, ordering: .acquiringAndReleasing)
         guard wasSignalled else { return false }
         // The usual case, one signalled source, needs no list: it is found in the view's array
-        // (no lock, no reference count) and performed. The scratch array, its sort and its
-        // emptying were ~150 instructions of a busy loop's pass (callgrind).
+        // (no lock, no reference count) and performed, without the scratch array, its sort and
+        // its emptying (docs/performance-notes.md#the-iterations-own-costs).
         var single: LoopSource?
         var several = false
         withView(of: mode, walking: true) { view in

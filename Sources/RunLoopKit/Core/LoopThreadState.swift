@@ -29,39 +29,18 @@ struct LoopThreadState {
     var mainQueueInUse = false
     /// Main loop: inside `_dispatch_main_queue_callback_4CF`, which must not be re-entered.
     var drainingMainQueue = false
-    /// Where the loop's connections read first (see `Loop.readScratch`); made at the first read.
-    var readScratch: ReadScratch?
-    /// The running pass's writes that wait for its end (see `LoopConnection+Flush.swift`).
-    var gatheredWrites = GatheredWrites()
+    /// The running pass's number and the hooks other parts of the library add to each pass (see
+    /// `Loop+Hooks.swift`).
+    var hooks = LoopHooks()
+    /// The loop-thread state of another part of the library (the sockets': their read scratch
+    /// and gathered writes), made when that part first needs it and kept for the loop's life. The
+    /// iteration never reads it; its owner casts it back. One slot: one part has such state.
+    var extensionState: AnyObject?
 
     /// The state of the loop `link` is for: its block buffers belong to that loop's thread.
     init(link: LoopLink) {
         pendingBlocks = BlockBuffer(owner: link)
         runnableSpare = BlockBuffer(owner: link)
-    }
-}
-
-/// A loop thread's scratch space for socket reads, freed with the loop.
-final class ReadScratch {
-    let bytes: UnsafeMutableRawBufferPointer
-
-    init(byteCount: Int) {
-        bytes = .allocate(byteCount: byteCount, alignment: 16)
-    }
-
-    deinit { bytes.deallocate() }
-}
-
-extension Loop {
-    /// Loop thread: scratch space a connection reads into and copies out of before it calls out
-    /// (so one buffer serves every connection of the loop, nested runs included). Not stack
-    /// space: `withUnsafeTemporaryAllocation` of this size went to the heap (`posix_memalign`
-    /// and `free` on every read, about 390 instructions a request in runloop-httpd, callgrind).
-    var readScratch: UnsafeMutableRawBufferPointer {
-        if let scratch = onThread.readScratch { return scratch.bytes }
-        let scratch = ReadScratch(byteCount: LoopConnection.firstReadSize)
-        onThread.readScratch = scratch
-        return scratch.bytes
     }
 }
 

@@ -6,82 +6,83 @@
 // of one pass, so a batch of them costs one flush too. A 64 KiB write per `send` cost a system
 // call per write where the kernel's calls are dear: gathered, four such writes go in one call.
 //
+// The loop numbers its passes (`Loop.passNumber`: 0 outside any pass; a nested run's passes have
+// their own) and calls the list's flush through its hooks (`Loop+Hooks.swift`); the list and the
+// read scratch are the sockets' own state on the loop (`SocketsLoopState`).
+//
 // Outside a pass (before or between runs, in `entry` and `exit` observers) nothing is gathered:
 // every write with nothing queued is sent at once, as there may be no later pass to flush it.
 
-/// A loop's gathered writes: which pass is running, and the connections whose writes wait for its
-/// end. Loop thread only (part of `LoopThreadState`).
-struct GatheredWrites {
-    /// The running pass's number, 0 outside any pass. A connection that sent at once records it
-    /// (`ConnectionOutput.directSendPass`); a pass of a nested run has its own, and the outer
-    /// pass's number comes back when it ends. 16 bits: a number seen again 65,535 passes later
-    /// only gathers one write that could have gone at once, into the same pass's flush.
-    var pass: UInt16 = 0
-    /// The last number given to a pass.
-    private var lastPass: UInt16 = 0
+/// The sockets' state on one loop's thread: the scratch space its connections read into, and the
+/// connections whose writes wait for the end of the pass. Made when a connection of the loop first
+/// needs it and hung on the loop (`LoopThreadState.extensionState`) for its life; the first
+/// gathered write adds it to the loop's hooks, called when each pass ends and before the loop
+/// sleeps (a loop whose connections never gather pays for no hook). Loop thread only.
+final class SocketsLoopState: LoopHook {
+    /// Scratch space a connection reads into and copies out of before it calls out (so one buffer
+    /// serves every connection of the loop, nested runs included). Not stack space:
+    /// `withUnsafeTemporaryAllocation` of this size went to the heap, a `posix_memalign` and a
+    /// `free` on every read (docs/performance-notes.md#a-connections-first-read).
+    let readScratch = UnsafeMutableRawBufferPointer.allocate(
+        byteCount: LoopConnection.firstReadSize, alignment: 16)
     /// The connections with writes to flush at the end of the pass, each once (with
     /// `ConnectionOutput.awaitsPassFlush` set); retained until flushed.
-    var pending: [LoopConnection] = []
+    @exclusivity(unchecked) private var pending: [LoopConnection] = []
     /// An empty array with capacity, swapped with `pending` to flush from, so that a pass that
     /// gathers allocates nothing.
-    private var spare: [LoopConnection] = []
+    @exclusivity(unchecked) private var spare: [LoopConnection] = []
+    /// Whether the loop calls this state's hooks (from the first gathered write on).
+    @exclusivity(unchecked) private var hooked = false
 
-    /// Starts a pass: returns the number of the pass it interrupts (0 if none).
+    deinit { readScratch.deallocate() }
+
+    /// Puts `connection` on the list flushed when the pass ends (once a pass: the caller checks
+    /// and sets `awaitsPassFlush`).
+    func gather(_ connection: LoopConnection, on loop: Loop) {
+        if !hooked {
+            hooked = true
+            loop.addHook(self, at: [.passEnds, .beforeSleeping])
+        }
+        pending.append(connection)
+    }
+
+    override func passEnds(_ loop: Loop) { flush() }
+    override func beforeSleeping(_ loop: Loop) { flush() }
+
+    /// Flushes the connections with gathered writes, if any.
     @inline(__always)
-    mutating func beginPass() -> UInt16 {
-        let outer = pass
-        lastPass &+= 1
-        if lastPass == 0 { lastPass = 1 }
-        pass = lastPass
-        return outer
+    private func flush() {
+        guard !pending.isEmpty else { return }
+        flushPending()
     }
 
-    /// The pending connections, leaving the list empty (with the spare's capacity).
-    mutating func takePending() -> [LoopConnection] {
-        var taken = spare
-        spare = []
-        swap(&taken, &pending)
-        return taken
-    }
-
-    /// Keeps a flushed list's capacity for the next pass (emptied here).
-    mutating func keepSpare(_ flushed: inout [LoopConnection]) {
-        flushed.removeAll(keepingCapacity: true)
-        if spare.capacity < flushed.capacity { swap(&spare, &flushed) }
+    @inline(never)
+    private func flushPending() {
+        // A flush may call out (`writable`, `closed`), and a handler may gather more: again
+        // until none waits. Moved out first: the list is not held across a callout.
+        while !pending.isEmpty {
+            var flushing = spare
+            spare = []
+            swap(&flushing, &pending)
+            for connection in flushing { connection.flushGatheredWrites() }
+            flushing.removeAll(keepingCapacity: true)
+            if spare.capacity < flushing.capacity { swap(&spare, &flushing) }
+        }
     }
 }
 
 extension Loop {
-    /// Runs one pass of the iteration, with writes gathered: those that wait are flushed when the
-    /// pass ends. Loop thread.
-    @inline(__always)
-    func gatheringWrites<R>(_ pass: () -> R) -> R {
-        let outer = onThread.gatheredWrites.beginPass()
-        let result = pass()
-        flushGatheredWrites()
-        onThread.gatheredWrites.pass = outer
-        return result
+    /// The sockets' state on this loop, made at first use. Loop thread.
+    var socketsState: SocketsLoopState {
+        if let state = onThread.extensionState { return unsafeDowncast(state, to: SocketsLoopState.self) }
+        let state = SocketsLoopState()
+        onThread.extensionState = state
+        return state
     }
 
-    /// Flushes the connections with gathered writes, if any: at the end of a pass and before the
-    /// loop sleeps. Loop thread.
-    @inline(__always)
-    func flushGatheredWrites() {
-        guard !onThread.gatheredWrites.pending.isEmpty else { return }
-        flushPendingWrites()
-    }
-
-    @inline(never)
-    private func flushPendingWrites() {
-        // A flush may call out (`writable`, `closed`), and a handler may gather more: again
-        // until none waits. Moved out first: the list is loop-thread state, not held across a
-        // callout.
-        while !onThread.gatheredWrites.pending.isEmpty {
-            var flushing = onThread.gatheredWrites.takePending()
-            for connection in flushing { connection.flushGatheredWrites() }
-            onThread.gatheredWrites.keepSpare(&flushing)
-        }
-    }
+    /// The loop's scratch space for connections' reads (see `SocketsLoopState.readScratch`).
+    /// Loop thread.
+    var readScratch: UnsafeMutableRawBufferPointer { socketsState.readScratch }
 }
 
 extension LoopConnection {
@@ -103,13 +104,13 @@ extension LoopConnection {
     }
 
     /// Where a write goes now. Loop thread; for a write the connection takes (open, plaintext or
-    /// the TLS records).
+    /// the TLS records). Pass numbers are 16 bits (`ConnectionOutput.directSendPass`): one seen
+    /// again 65,535 passes later only gathers a write that could have gone at once, into the same
+    /// pass's flush.
     @inline(__always)
     func writeRoute() -> WriteRoute {
         guard queuedBytes == 0 && !isConnecting else { return .queue }
-        let pass = boundLoop.load(ordering: .relaxed)!._withUnsafeGuaranteedRef {
-            $0.onThread.gatheredWrites.pass
-        }
+        let pass = boundLoop.load(ordering: .relaxed)!._withUnsafeGuaranteedRef { $0.passNumber }
         if pass == 0 || output.directSendPass != pass {
             output.directSendPass = pass
             return .send
@@ -123,9 +124,7 @@ extension LoopConnection {
     func didQueue(_ route: WriteRoute) {
         if route == .gather && !output.awaitsPassFlush {
             output.awaitsPassFlush = true
-            boundLoop.load(ordering: .relaxed)!._withUnsafeGuaranteedRef {
-                $0.onThread.gatheredWrites.pending.append(self)
-            }
+            boundLoop.load(ordering: .relaxed)!._withUnsafeGuaranteedRef { $0.socketsState.gather(self, on: $0) }
         }
         guard output.awaitsPassFlush && queuedBytes >= LoopConnection.gatherLimit else { return }
         guard sendQueued() else { return }
