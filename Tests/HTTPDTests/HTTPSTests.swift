@@ -38,33 +38,40 @@ struct HTTPSTests {
     }
 
     @Test("curl gets answers over HTTPS, ALPN http/1.1, on one kept-alive connection")
-    func curlOverHTTPS() throws {
-        let (chain, key) = HTTPSTests.certificate
-        let server = try ServerProcess(["--threads", "2", "--tls-cert", chain, "--tls-key", key])
-        let base = "https://localhost:\(server.port)"
-        let (status, output) = HTTPSTests.run(
-            "/usr/bin/curl",
-            ["-sv", "--cacert", chain, "--resolve", "localhost:\(server.port):127.0.0.1", base + "/", base + "/health"])
-        #expect(status == 0, "\(output)")
-        #expect(output.contains("ALPN: server accepted http/1.1"), "\(output)")
-        #expect(output.components(separatedBy: "< HTTP/1.1 200 OK").count == 3, "\(output)")
-        #expect(output.contains("Hello, World!"), "\(output)")
-        #expect(output.contains("Re-using existing connection"), "\(output)")
-        // Plaintext HTTP to the HTTPS port gets no HTTP answer.
-        let plain = HTTPSTests.run("/usr/bin/curl", ["-s", "-m", "5", "http://127.0.0.1:\(server.port)/"])
-        #expect(plain.status != 0)
-        #expect(!plain.output.contains("Hello"))
-        #expect(try server.stop() == 0)
+    func curlOverHTTPS() async throws {
+        try await onOwnThread {
+            let (chain, key) = HTTPSTests.certificate
+            let server = try ServerProcess(["--threads", "2", "--tls-cert", chain, "--tls-key", key])
+            let base = "https://localhost:\(server.port)"
+            let (status, output) = HTTPSTests.run(
+                "/usr/bin/curl",
+                [
+                    "-sv", "--cacert", chain, "--resolve", "localhost:\(server.port):127.0.0.1", base + "/",
+                    base + "/health",
+                ])
+            #expect(status == 0, "\(output)")
+            #expect(output.contains("ALPN: server accepted http/1.1"), "\(output)")
+            #expect(output.components(separatedBy: "< HTTP/1.1 200 OK").count == 3, "\(output)")
+            #expect(output.contains("Hello, World!"), "\(output)")
+            #expect(output.contains("Re-using existing connection"), "\(output)")
+            // Plaintext HTTP to the HTTPS port gets no HTTP answer.
+            let plain = HTTPSTests.run("/usr/bin/curl", ["-s", "-m", "5", "http://127.0.0.1:\(server.port)/"])
+            #expect(plain.status != 0)
+            #expect(!plain.output.contains("Hello"))
+            #expect(try server.stop() == 0)
+        }
     }
 
     @Test("--tls-cert without --tls-key, or a missing file, stops the server with a message")
-    func badTLSOptions() throws {
-        let binary = try ServerProcess.binaryPath()
-        let alone = HTTPSTests.run(binary, ["--port", "0", "--tls-cert", HTTPSTests.certificate.chain])
-        #expect(alone.status != 0)
-        #expect(alone.output.contains("--tls-cert and --tls-key go together"), "\(alone.output)")
-        let missing = HTTPSTests.run(binary, ["--port", "0", "--tls-cert", "/nonexistent.pem", "--tls-key", "/x"])
-        #expect(missing.status == 1)
-        #expect(missing.output.contains("/nonexistent.pem"), "\(missing.output)")
+    func badTLSOptions() async throws {
+        try await onOwnThread {
+            let binary = try ServerProcess.binaryPath()
+            let alone = HTTPSTests.run(binary, ["--port", "0", "--tls-cert", HTTPSTests.certificate.chain])
+            #expect(alone.status != 0)
+            #expect(alone.output.contains("--tls-cert and --tls-key go together"), "\(alone.output)")
+            let missing = HTTPSTests.run(binary, ["--port", "0", "--tls-cert", "/nonexistent.pem", "--tls-key", "/x"])
+            #expect(missing.status == 1)
+            #expect(missing.output.contains("/nonexistent.pem"), "\(missing.output)")
+        }
     }
 }

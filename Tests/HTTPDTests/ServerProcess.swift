@@ -226,3 +226,32 @@ final class TestClient {
 func get(_ path: String, _ extra: String = "") -> String {
     "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(extra)\r\n"
 }
+
+/// Runs `body`, which blocks (it waits for a child process and for sockets), as the calling task
+/// on a thread of its own rather than on one of Swift concurrency's few shared threads: on a
+/// loaded two-core machine, blocking tests that hold those threads stall every other test of
+/// the run, whose awaits cannot resume until a thread is free. The task stays the test's own, so
+/// `#expect` inside `body` is reported against the test.
+func onOwnThread<T: Sendable>(_ body: () throws -> T) async throws -> T {
+    try await withTaskExecutorPreference(ThreadPerJobExecutor()) {
+        precondition(ThreadPerJobExecutor.isCurrent, "the test's body is not on its own thread")
+        return try body()
+    }
+}
+
+/// A task executor that runs each job it is given on a new thread.
+final class ThreadPerJobExecutor: TaskExecutor {
+    static let threadName = "test-own-thread"
+
+    /// Whether the calling thread is one of this executor's.
+    static var isCurrent: Bool { Thread.current.threadDictionary[threadName] != nil }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        Thread {
+            Thread.current.threadDictionary[ThreadPerJobExecutor.threadName] = true
+            job.runSynchronously(on: executor)
+        }.start()
+    }
+}
