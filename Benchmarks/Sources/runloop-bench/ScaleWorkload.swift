@@ -10,6 +10,7 @@ import RunLoopKit
 extension MetricID {
     static let scaleTimers = "scale.timers"
     static let scaleSources = "scale.sources"
+    static let scaleFloor = "scale.floor"
 }
 
 /// What a scale row adds and removes.
@@ -58,6 +59,22 @@ extension RunLoopKitContender {
                 for index in removalOrder { sources[Int(index)].invalidate() }
                 return monotonicSeconds() - start
             }
+        }
+        return seconds.map { .success($0) } ?? .failure(.timedOut)
+    }
+}
+
+extension RunLoopKitContender {
+    /// The floor of the scale rows in Swift: nothing added or removed, only a retain and a release
+    /// of each source, reached through the array in the removal order, as the rows' own loops
+    /// reach them. An atomic operation on a line not in the cache waits for that line, where the
+    /// C loops' plain loads and stores of their handles overlap their misses.
+    static func itemsAtScaleFloor(removalOrder: [Int32]) -> Outcome<Double> {
+        let seconds = onFreshThread(timeout: 600) { () -> Double in
+            let sources = removalOrder.indices.map { _ in LoopSource {} }
+            let start = monotonicSeconds()
+            for index in removalOrder { withExtendedLifetime(sources[Int(index)]) {} }
+            return monotonicSeconds() - start
         }
         return seconds.map { .success($0) } ?? .failure(.timedOut)
     }
@@ -136,10 +153,19 @@ extension Workloads {
                     .libuv:
                         "no custom event sources: `uv_async_t` handles, never sent to (`uv_async_init` adds one, `uv_close` removes it)",
                 ]),
+            Metric(
+                id: MetricID.scaleFloor, label: "items at scale, floor: a retain of each source", unit: "items/s",
+                direction: .higherIsBetter,
+                notes: [
+                    .foundation: "a floor of Swift's reference counting, measured for RunLoopKit only",
+                    .libevent: "a floor of Swift's reference counting, measured for RunLoopKit only",
+                    .libuv: "a floor of Swift's reference counting, measured for RunLoopKit only",
+                    .glib: "a floor of Swift's reference counting, measured for RunLoopKit only",
+                ]),
         ], curves: [],
         how: [
             .runLoopKit:
-                "`LoopTimer(fireAt:)` (an hour away, jittered) + `loop.add(_:forMode: .default)` of each, then `invalidate()` of each in a shuffled order; the sources row: `LoopSource {}`, the same; created before the clock starts",
+                "`LoopTimer(fireAt:)` (an hour away, jittered) + `loop.add(_:forMode: .default)` of each, then `invalidate()` of each in a shuffled order; the sources row: `LoopSource {}`, the same; created before the clock starts; the floor row: nothing added, `withExtendedLifetime(sources[i]) {}` of each source in the shuffled order",
             .foundation:
                 "`CFRunLoopTimerCreateWithHandler` before the clock starts, `CFRunLoopAddTimer` of each, then `CFRunLoopTimerInvalidate` in the shuffled order; sources: a version-0 `CFRunLoopSource` whose perform does nothing, `CFRunLoopAddSource`, then `CFRunLoopSourceInvalidate`",
             .libevent:
@@ -158,6 +184,11 @@ extension Workloads {
                     implementation.contender.itemsAtScale(items, removalOrder: order).map {
                         Double(size.scaleItems) / $0
                     })
+            }
+            if implementation == .runLoopKit {
+                sample.record(
+                    MetricID.scaleFloor,
+                    RunLoopKitContender.itemsAtScaleFloor(removalOrder: order).map { Double(size.scaleItems) / $0 })
             }
             return sample
         })
