@@ -41,7 +41,7 @@ import Testing
         MetricID.iterationMetrics, MetricID.iterationTracer, MetricID.actorHopLoop, MetricID.actorHopDefault,
         MetricID.actorHopLoopP50, MetricID.actorHopDefaultP50, MetricID.jobsLoop, MetricID.jobsDefault,
         MetricID.pingPongNoSpinP50, MetricID.pingPongNoSpinCPU, MetricID.performFloor1, MetricID.performFloor4,
-        MetricID.portFloor1, MetricID.portFloor4, MetricID.sharedWord4,
+        MetricID.portFloor1, MetricID.portFloor4, MetricID.sharedWord4, MetricID.scaleFloor,
     ]
 
     /// The socket workloads' figures, measured on RunLoopKit and the C peers only.
