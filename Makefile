@@ -25,7 +25,7 @@
 #                (scripts/check-library-only.sh)
 #   make docs    the DocC site of RunLoopKit in .build/docs (static; DOCS_BASE_PATH for a sub-path),
 #                failing on any public declaration without a /// comment or any Swift snippet of
-#                the articles, docs/Guide.md or README.md that no test runs (catalog:
+#                the articles or README.md that no test runs (catalog, the user guide:
 #                Sources/RunLoopKit/RunLoopKit.docc)
 #   make docs-serve  make docs, then serve .build/docs on http://127.0.0.1:$(DOCS_PORT) (8000)
 #   make api-check  the public API of RunLoopKit and RunLoopKitMainExecutor against the baseline in
@@ -186,9 +186,9 @@ soak: deps
 
 # The DocC site. Symbol graphs come from the debug build's modules (swift symbolgraph-extract: no
 # second build with other flags); RunLoopKitMainExecutor's is checked for /// comments too. Every
-# ```swift block of the articles, of docs/Guide.md's chapters and of README.md must be in the file
-# that compiles and runs it (scripts/check-doc-snippets.py): in Tests/RunLoopKitTests,
-# DocumentationTests.swift, one Guide*Tests.swift per concept and ReadmeTests.swift, or in the
+# ```swift block of the articles and of README.md must be in a file that compiles and runs it
+# (scripts/check-doc-snippets.py): in Tests/RunLoopKitTests, DocumentationTests.swift, the test
+# files the script's table names for an article (one per concept) and ReadmeTests.swift, or in the
 # main.swift of a program of Examples/ that the tests run. docc treats warnings (broken links) as
 # errors.
 docs: deps python-deps

@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// The complete programs of the documentation (README.md, the DocC articles, docs/Guide.md), each
+// The complete programs of the documentation (README.md and the DocC articles), each
 // an executable of its own built from Examples/<name>/main.swift, which holds the program as the
 // documentation shows it. The tests run them as child processes, as a user would.
 let examples = [

@@ -4,11 +4,9 @@
 Every ```swift block of these documents must appear, line for line, in a file that runs it and
 checks what the text around it says it does:
 
-- the DocC articles, Sources/RunLoopKit/RunLoopKit.docc/*.md: DocumentationTests.swift, or the
-  file DOCC names for an article;
-- docs/Guide.md, chapter by chapter (a `## ` heading with its `###` sections): the files GUIDE
-  names, one test file per concept (and runloop-mainqueue-probe for the `main.swift` that needs
-  the process's main thread); a chapter with Swift code and no entry there fails the check;
+- the DocC articles, Sources/RunLoopKit/RunLoopKit.docc/*.md (the user guide): the files DOCC
+  names for the article, one test file per concept (DocumentationTests.swift for an article it
+  does not name);
 - README.md: ReadmeTests.swift.
 
 A complete program may instead be run as a program: the main.swift of an executable of Examples/
@@ -28,7 +26,7 @@ blank lines are ignored. Two things a test cannot hold verbatim are allowed for:
 
 A block that no test can run is marked by an HTML comment starting `<!-- not run:`, saying why, on
 the lines just before its ```swift line; it is skipped and named when the check passes. There is
-one: the Guide's `@main` entry point (a test cannot be a program's entry point;
+one: the `@main` entry point of Concurrency.md (a test cannot be a program's entry point;
 runloop-mainqueue-probe --main-executor does the same as a `main.swift`). Keep it that way: every
 other block runs.
 
@@ -42,59 +40,36 @@ import sys
 root = pathlib.Path(__file__).resolve().parent.parent
 TESTS = "Tests/RunLoopKitTests/"
 
-# DocC articles whose code a file of its own runs (the others: DocumentationTests.swift).
+# The DocC articles, and the files that run their code (DocumentationTests.swift for the others).
 DOCC = {
-    "WritingAServer.md": [TESTS + "DocumentationServerTests.swift"],
-}
-
-# docs/Guide.md's chapters, and the files that run their code.
-GUIDE = {
-    "What a loop is": [TESTS + "GuideLoopTests.swift"],
-    "Running a loop": [TESTS + "GuideLoopTests.swift"],
-    "Phases and observers": [TESTS + "GuideLoopTests.swift"],
-    "Modes": [TESTS + "GuideLoopTests.swift"],
-    "Timers": [TESTS + "GuideTimerTests.swift"],
-    "Missed-fire policies": [TESTS + "GuideTimerTests.swift"],
-    "Frame links": [TESTS + "GuideTimerTests.swift"],
-    "Custom sources": [TESTS + "GuideSourceTests.swift"],
-    "Blocks from any thread": [TESTS + "GuideSourceTests.swift"],
-    "Background threads": [TESTS + "GuideSourceTests.swift"],
-    "Descriptors and sockets": [TESTS + "GuideSourceTests.swift"],
-    "Message ports": [TESTS + "GuideSourceTests.swift"],
-    "Signals": [TESTS + "GuideSourceTests.swift"],
-    "Loop groups for servers": [TESTS + "GuideSourceTests.swift"],
-    "Work off the loop": [TESTS + "GuideWorkTests.swift"],
-    "Servers": [TESTS + "GuideServerTests.swift"],
-    "TLS": [TESTS + "GuideTLSTests.swift"],
-    "Datagrams": [TESTS + "DatagramTests.swift"],
-    "Swift concurrency and Dispatch": [TESTS + "GuideConcurrencyTests.swift"],
-    "Stopping and waking a loop": [TESTS + "GuideLoopTests.swift"],
-    "Nested runs": [TESTS + "GuideLoopTests.swift"],
-    "Watching a loop: metrics, hangs and traces": [TESTS + "GuideVisibilityTests.swift"],
-    "Thread rules": [TESTS + "GuideThreadRulesTests.swift"],
+    "LoopsAndModes.md": [
+        TESTS + "DocumentationTests.swift",
+        TESTS + "GuideLoopTests.swift",
+        TESTS + "GuideSourceTests.swift",
+    ],
+    "Timers.md": [TESTS + "DocumentationTests.swift", TESTS + "GuideTimerTests.swift"],
+    "SourcesAndPorts.md": [TESTS + "DocumentationTests.swift", TESTS + "GuideSourceTests.swift"],
+    "WorkOffTheLoop.md": [TESTS + "DocumentationTests.swift", TESTS + "GuideWorkTests.swift"],
+    "WritingAServer.md": [TESTS + "DocumentationServerTests.swift", TESTS + "GuideServerTests.swift"],
+    "TLSConnections.md": [TESTS + "GuideTLSTests.swift"],
+    "DatagramSockets.md": [TESTS + "DatagramTests.swift"],
+    "Concurrency.md": [TESTS + "DocumentationTests.swift", TESTS + "GuideConcurrencyTests.swift"],
+    "Visibility.md": [TESTS + "DocumentationTests.swift", TESTS + "GuideVisibilityTests.swift"],
 }
 
 
 # The programs of Examples/ (Examples/<name>/main.swift) that run blocks of a document: by DocC
-# article, by chapter of docs/Guide.md, and README.md's. A block may be run by one of these or by
-# the test files above.
+# article, and README.md's. A block may be run by one of these or by the test files above.
 PROGRAMS = {
     "RunLoopKit.md": ["overview"],
-    "LoopsAndModes.md": ["overview", "observer", "modes", "import-mode", "modal"],
+    "LoopsAndModes.md": ["overview", "observer", "modes", "import-mode", "modal", "background-thread"],
     "Timers.md": ["timers", "tolerance", "burst", "schedule", "frame-link"],
-    "SourcesAndPorts.md": ["perform", "port", "pipe-reader", "signal"],
-    "WorkOffTheLoop.md": ["child-exit", "supervisor"],
-    "Concurrency.md": ["isolated-port", "actor", "executor-preference"],
+    "SourcesAndPorts.md": ["perform", "port", "pipe-reader", "signal", "stdin-lines"],
+    "WorkOffTheLoop.md": ["child-exit", "supervisor", "sort"],
+    "Concurrency.md": ["isolated-port", "actor", "executor-preference", "main-queue"],
     "Visibility.md": ["metrics", "hang-monitor", "tracer", "instrument"],
-    "WritingAServer.md": ["chat-server"],
+    "WritingAServer.md": ["chat-server", "echo"],
     "README.md": ["readme"],
-    # docs/Guide.md
-    "Background threads": ["background-thread"],
-    "Descriptors and sockets": ["stdin-lines"],
-    "Work off the loop": ["sort"],
-    "Servers": ["echo"],
-    # The main queue's `main.swift` needs the process's main thread.
-    "Swift concurrency and Dispatch": ["main-queue"],
 }
 
 
@@ -148,55 +123,43 @@ def marked_not_run(lines, fence):
 
 
 def blocks(document):
-    """Yields (line number of the block's first line, chapter, lines, marked not run)."""
+    """Yields (line number of the block's first line, lines, marked not run)."""
     lines = document.read_text().splitlines()
-    chapter = None
     index = 0
     while index < len(lines):
         line = lines[index].strip()
-        if line.startswith("## "):
-            chapter = line[3:].strip()
-        elif line.startswith("```"):
+        if line.startswith("```"):
             end = index + 1
             while end < len(lines) and lines[end].strip() != "```":
                 end += 1
             if line == "```swift":
-                yield index + 2, chapter, lines[index + 1 : end], marked_not_run(lines, index)
+                yield index + 2, lines[index + 1 : end], marked_not_run(lines, index)
             index = end
         index += 1
 
 
-def runners(document, chapter):
-    """The files that may run a block of `document` in `chapter`, or None if there are none."""
-    if document.parent.name == "RunLoopKit.docc":
-        tests = DOCC.get(document.name, [TESTS + "DocumentationTests.swift"])
-    elif document.name == "README.md":
+def runners(document):
+    """The files that may run a block of `document`."""
+    if document.name == "README.md":
         tests = [TESTS + "ReadmeTests.swift"]
     else:
-        tests = GUIDE.get(chapter)
-    key = chapter if document.name == "Guide.md" else document.name
-    programs = [f"Examples/{name}/main.swift" for name in PROGRAMS.get(key, [])]
-    if tests is None and not programs:
-        return None
-    return (tests or []) + programs
+        tests = DOCC.get(document.name, [TESTS + "DocumentationTests.swift"])
+    return tests + [f"Examples/{name}/main.swift" for name in PROGRAMS.get(document.name, [])]
 
 
 documents = sorted((root / "Sources/RunLoopKit/RunLoopKit.docc").glob("*.md"))
-documents += [root / "docs/Guide.md", root / "README.md"]
+documents += [root / "README.md"]
 contents = {}
 checked = 0
 missing = []
 skipped = []
 for document in documents:
-    for number, chapter, lines, not_run in blocks(document):
+    for number, lines, not_run in blocks(document):
         place = f"{document.relative_to(root)}:{number}"
         if not_run:
             skipped.append(place)
             continue
-        files = runners(document, chapter)
-        if files is None:
-            missing.append(f'{place} (chapter "{chapter}" has no test file in GUIDE)')
-            continue
+        files = runners(document)
         for name in files:
             if name not in contents:
                 contents[name] = normalized((root / name).read_text().splitlines())
@@ -209,6 +172,6 @@ if missing:
     for entry in missing:
         print("  " + entry)
     sys.exit(1)
-print(f"check-doc-snippets: all {checked} Swift blocks of the articles, docs/Guide.md and README.md are run by tests")
+print(f"check-doc-snippets: all {checked} Swift blocks of the articles and README.md are run by tests")
 for place in skipped:
     print(f"  marked not run: {place}")

@@ -1,4 +1,4 @@
-// docs/Guide.md, "Background threads": waiting for a background job's result, as a program's
+// Waiting for a background job's result (LoopsAndModes.md, "Loop threads"), as a program's
 // main.swift: run on the main thread by MainLoopProgramTests.
 import RunLoopKit
 

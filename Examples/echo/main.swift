@@ -1,6 +1,5 @@
-// docs/Guide.md, "Servers": the line-echo server and its client in one program's main.swift (the
-// client awaits at top level; `port` is the listener's), run on the main thread by
-// ServerProgramTests.
+// WritingAServer.md's line-echo server and its client in one program's main.swift (the client
+// awaits at top level; `port` is the listener's), run on the main thread by ServerProgramTests.
 import Glibc
 import RunLoopKit
 

@@ -1,5 +1,5 @@
-// docs/Guide.md, "The main dispatch queue on `Loop.main`": the program as the Guide shows it, run
-// by MainLoopProgramTests. Loop.main.run() does not return: the program waits until it is ended.
+// Concurrency.md, "The main queue and the main actor": the program as the article shows it, run by
+// MainLoopProgramTests. Loop.main.run() does not return: the program waits until it is ended.
 import Dispatch
 import RunLoopKit
 

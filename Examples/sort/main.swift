@@ -1,4 +1,4 @@
-// docs/Guide.md, "Talking to a child over its standard streams": sort over connections, as a
+// WorkOffTheLoop.md, "Talking to a child over its standard streams": sort over connections, as a
 // program's main.swift (and a line printing the result): run on the main thread by
 // ChildProcessProgramTests.
 import RunLoopKit

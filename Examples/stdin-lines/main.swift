@@ -1,6 +1,6 @@
-// docs/Guide.md, "Descriptors and sockets": a line reader on standard input, as the Guide shows
-// it. StandardInputProgramTests runs it with its input from a pipe, from /dev/null, from a file
-// and from a terminal (tmux).
+// SourcesAndPorts.md, "Reading standard input": a line reader on standard input, as the article
+// shows it. StandardInputProgramTests runs it with its input from a pipe, from /dev/null, from a
+// file and from a terminal (tmux).
 import Glibc
 import RunLoopKit
 

@@ -4,9 +4,9 @@ import Testing
 // on `Loop.main`: a child's exit, and a child spoken to over its standard streams.
 
 @Suite struct ChildProcessProgramTests {
-    /// docs/Guide.md, "Talking to a child over its standard streams": sort's input and output are
-    /// connections; once sort has exited and its streams have closed, `.default` is empty and the
-    /// run returns `.finished`.
+    /// WorkOffTheLoop.md, "Talking to a child over its standard streams": sort's input and output
+    /// are connections; once sort has exited and its streams have closed, `.default` is empty and
+    /// the run returns `.finished`.
     @Test func theGuidesSortSamplePrintsSortedLinesAndFinishes() async throws {
         try await expectProgram("example-sort", prints: ["apple", "pear", "finished"], within: .seconds(10))
     }

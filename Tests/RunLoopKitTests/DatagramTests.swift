@@ -397,7 +397,7 @@ import Testing
         probe.invalidate()
     }
 
-    /// The Guide's chapter "Datagrams": the echo service and the async client.
+    /// DatagramSockets.md: the echo service and the async client.
     @Test func guideEchoService() async throws {
         let printed = Locked<[LoopError]>([])
         func print(_ error: LoopError) { printed.withLock { $0.append(error) } }

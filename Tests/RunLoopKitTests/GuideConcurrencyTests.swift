@@ -1,11 +1,13 @@
 import RunLoopKit
 import Testing
 
-// The code of docs/Guide.md's chapter "Swift concurrency and Dispatch", run. Every ```swift block
-// of the chapter appears here verbatim (indentation aside), except the `main.swift` of the main
-// queue, which runloop-mainqueue-probe runs (MainQueueTests), and the `@main` entry point, which
-// the Guide marks as not run; scripts/check-doc-snippets.py, run by `make docs`, fails when one is
-// missing.
+// Code samples of the DocC article Concurrency.md
+// (Sources/RunLoopKit/RunLoopKit.docc/Concurrency.md), run: these blocks appear here verbatim
+// (indentation aside); DocumentationTests.swift holds its others. The `main.swift` of the main
+// queue is run as Examples/main-queue (MainLoopProgramTests), and the `@main` entry point is marked
+// not run. Tests of the same calls that the article no longer shows stay beside them.
+// scripts/check-doc-snippets.py, run by `make docs`, fails when a block of the article is in none
+// of the files its table names for it.
 
 /// The loops the stand-ins below ran on.
 private let ranOn = Recorder<Loop>()

@@ -2,10 +2,12 @@ import Glibc
 import RunLoopKit
 import Testing
 
-// The code of docs/Guide.md's chapters on loops ("What a loop is", "Running a loop", "Phases and
-// observers", "Modes", "Stopping and waking a loop", "Nested runs"), run. Every ```swift block of
-// those chapters appears here verbatim (indentation aside); scripts/check-doc-snippets.py, run by
-// `make docs`, fails when one is missing here.
+// Code samples of the DocC article LoopsAndModes.md
+// (Sources/RunLoopKit/RunLoopKit.docc/LoopsAndModes.md), run: these blocks appear here verbatim
+// (indentation aside); DocumentationTests.swift and GuideSourceTests.swift hold its others. Tests
+// of the same calls that the article no longer shows stay beside them. scripts/check-doc-
+// snippets.py, run by `make docs`, fails when a block of the article is in none of the files its
+// table names for it.
 
 /// What this file's snippets print, in order (`print` in Support.swift).
 private let printed = printLog()

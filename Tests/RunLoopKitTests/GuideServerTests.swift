@@ -2,9 +2,12 @@ import Glibc
 import RunLoopKit
 import Testing
 
-// The code of docs/Guide.md's "Servers" chapter, run. Every ```swift block of the chapter appears
-// here verbatim (indentation aside), each in a function of its own; scripts/check-doc-snippets.py,
-// run by `make docs`, fails when the chapter's code is missing here.
+// Code samples of the DocC article WritingAServer.md
+// (Sources/RunLoopKit/RunLoopKit.docc/WritingAServer.md), run: these blocks appear here verbatim
+// (indentation aside); DocumentationServerTests.swift holds its others. Each block is here in a
+// function of its own. Tests of the same calls that the article no longer shows stay beside them.
+// scripts/check-doc-snippets.py, run by `make docs`, fails when a block of the article is in none
+// of the files its table names for it.
 
 /// What this file's snippets print, in order (`print` in Support.swift).
 private let printed = printLog()

@@ -2,11 +2,12 @@ import Glibc
 import RunLoopKit
 import Testing
 
-// The code of docs/Guide.md's chapters on what wakes a loop ("Custom sources", "Blocks from any
-// thread", "Background threads", "Descriptors and sockets", "Message ports", "Signals", "Loop
-// groups for servers"), run. Every ```swift block of those chapters appears here verbatim
-// (indentation aside); scripts/check-doc-snippets.py, run by `make docs`, fails when one is
-// missing here.
+// Code samples of the DocC article SourcesAndPorts.md
+// (Sources/RunLoopKit/RunLoopKit.docc/SourcesAndPorts.md), run: these blocks appear here verbatim
+// (indentation aside); DocumentationTests.swift holds its others. The blocks of LoopsAndModes.md on
+// loop threads and groups are here too. Tests of the same calls that the article no longer shows
+// stay beside them. scripts/check-doc-snippets.py, run by `make docs`, fails when a block of the
+// article is in none of the files its table names for it.
 
 /// What this file's snippets print, in order (`print` in Support.swift).
 private let printed = printLog()

@@ -2,10 +2,12 @@ import Glibc
 import RunLoopKit
 import Testing
 
-// The code of docs/Guide.md's "TLS" chapter, run. Every ```swift block of the chapter appears here
-// verbatim (indentation aside), each in a function of its own; scripts/check-doc-snippets.py, run
-// by `make docs`, fails when the chapter's code is missing here. The certificates are the TLS
-// tests' (TestCertificates: a CA, and a server certificate it signed for localhost).
+// Code samples of the DocC article TLSConnections.md
+// (Sources/RunLoopKit/RunLoopKit.docc/TLSConnections.md), run: these blocks appear here verbatim
+// (indentation aside), each in a function of its own. The certificates are the TLS tests'
+// (TestCertificates: a CA, and a server certificate it signed for localhost). scripts/check-doc-
+// snippets.py, run by `make docs`, fails when a block of the article is in none of the files its
+// table names for it.
 
 /// What this file's snippets print, in order (`print` in Support.swift).
 private let printed = printLog()

@@ -2,9 +2,9 @@ import RunLoopKit
 import Synchronization
 import Testing
 
-// The code of docs/Guide.md's chapter "Thread rules", run. Every ```swift block of the chapter
-// appears here verbatim (indentation aside); scripts/check-doc-snippets.py, run by `make docs`,
-// fails when one is missing.
+// The handler idioms of the user guide (the DocC articles Concurrency and Threads and lifetimes,
+// Sources/RunLoopKit/RunLoopKit.docc), run: state a handler owns, a LoopBound shared by handlers,
+// and loop.isolated for a local variable read after a run.
 
 /// What this file's snippets print, in order (`print` in Support.swift).
 private let printed = printLog()

@@ -2,9 +2,11 @@ import Glibc
 import RunLoopKit
 import Testing
 
-// The code of docs/Guide.md's chapters "Timers", "Missed-fire policies" and "Frame links", run.
-// Every ```swift block of those chapters appears here verbatim (indentation aside);
-// scripts/check-doc-snippets.py, run by `make docs`, fails when one is missing here.
+// Code samples of the DocC article Timers.md (Sources/RunLoopKit/RunLoopKit.docc/Timers.md), run:
+// these blocks appear here verbatim (indentation aside); DocumentationTests.swift holds its others.
+// Tests of the same calls that the article no longer shows stay beside them. scripts/check-doc-
+// snippets.py, run by `make docs`, fails when a block of the article is in none of the files its
+// table names for it.
 
 /// What this file's snippets print, in order (`print` in Support.swift).
 private let printed = printLog()

@@ -2,10 +2,12 @@ import Glibc
 import RunLoopKit
 import Testing
 
-// The code of docs/Guide.md's chapter "Watching a loop: metrics, hangs and traces", run. Every
-// ```swift block of the chapter appears here verbatim (indentation aside); the test's own code
-// stands where a block says `// ...`. scripts/check-doc-snippets.py, run by `make docs`, fails
-// when one is missing here.
+// Code samples of the DocC article Visibility.md
+// (Sources/RunLoopKit/RunLoopKit.docc/Visibility.md), run: these blocks appear here verbatim
+// (indentation aside); DocumentationTests.swift holds its others; the test's own code stands where
+// a block says `// ...`. Tests of the same calls that the article no longer shows stay beside them.
+// scripts/check-doc-snippets.py, run by `make docs`, fails when a block of the article is in none
+// of the files its table names for it.
 
 /// What this file's snippets print, in order (`print` in Support.swift).
 private let printed = printLog()

@@ -100,8 +100,8 @@ import Testing
             within: .seconds(5))
     }
 
-    /// docs/Guide.md, "Background threads": the run returns once the worker's job signalled the
-    /// main loop's source (`.handledSource`), after the source ran.
+    /// A background job's result (LoopsAndModes.md, "Loop threads"): the run returns once the
+    /// worker's job signalled the main loop's source (`.handledSource`), after the source ran.
     @Test func theBackgroundThreadSampleWaitsForItsJob() async throws {
         try await expectProgram(
             "example-background-thread", prints: ["the job runs on the worker thread", "the job is done"],
@@ -119,7 +119,7 @@ import Testing
         try await expectProgram("example-signal", prints: ["signal 1: reloading"], within: .seconds(5))
     }
 
-    /// docs/Guide.md, "The main dispatch queue on `Loop.main`": a main.swift whose `Loop.main.run()`
+    /// Concurrency.md, "The main queue and the main actor": a main.swift whose `Loop.main.run()`
     /// runs a main-queue block and a main-actor task. Then either `run()` returns, `.default` being
     /// empty, and the program exits; or it waits for more main-queue work until the user presses
     /// Ctrl-C, and then it must wait asleep. Run in a terminal, as a user runs it: output to a pipe

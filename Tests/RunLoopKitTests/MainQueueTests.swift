@@ -1,8 +1,8 @@
 import Testing
 
 /// `Loop.main` draining `DispatchQueue.main` needs the real main thread, so the checks run in a
-/// child process (`runloop-mainqueue-probe`) and its output is read here. (The Guide's `main.swift`
-/// on the main queue is a program of its own: MainLoopProgramTests.)
+/// child process (`runloop-mainqueue-probe`) and its output is read here. (Concurrency.md's
+/// `main.swift` on the main queue is a program of its own: MainLoopProgramTests.)
 @Suite struct MainQueueTests {
     static func probeOutput(_ arguments: [String] = []) async throws -> (lines: [String], status: Int32) {
         let outcome = try await RunningProgram.run("runloop-mainqueue-probe", arguments: arguments)

@@ -4,8 +4,8 @@ import RunLoopKit
 import Testing
 
 // The documentation's servers as programs (Examples/), run as child processes: WritingAServer.md's
-// chat room on `Loop.main`, which this file's clients talk to and end with SIGTERM, and the
-// Guide's echo server with its own client.
+// chat room on `Loop.main`, which this file's clients talk to and end with SIGTERM, and its
+// line-echo server with its own client.
 
 /// A blocking TCP client of 127.0.0.1, as `nc` would be: reads give up after 10 s.
 private final class LineClient {
@@ -106,8 +106,8 @@ private final class LineClient {
         #expect(outcome.lines == ["chat room on port \(port)"], "\(outcome)")
     }
 
-    /// docs/Guide.md, "Servers": the echo server on a `LoopThread` and the client that sends it three
-    /// lines, awaited at the top level of main.swift.
+    /// WritingAServer.md, "A line-echo server and its client": the server on a `LoopThread` and the
+    /// client that sends it three lines, awaited at the top level of main.swift.
     @Test func theGuidesEchoServerAnswersItsClient() async throws {
         let outcome = try await expectProgram("example-echo", within: .seconds(5))
         #expect(outcome.lines.first?.hasPrefix("listening on 127.0.0.1:") == true, "\(outcome)")

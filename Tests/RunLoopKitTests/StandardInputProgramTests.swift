@@ -3,9 +3,9 @@ import Glibc
 import RunLoopKit
 import Testing
 
-// docs/Guide.md's line reader on standard input (Examples/stdin-lines), run as a user runs it: with
-// its input from a pipe, from /dev/null (as under nohup, cron or systemd), from a file, and from a
-// terminal, a real pseudo-terminal of tmux that this file types into.
+// SourcesAndPorts.md's line reader on standard input (Examples/stdin-lines), run as a user runs it:
+// with its input from a pipe, from /dev/null (as under nohup, cron or systemd), from a file, and
+// from a terminal, a real pseudo-terminal of tmux that this file types into.
 
 @Suite struct StandardInputProgramTests {
     /// Lines from a pipe, the last one without a newline; the program waits idle between them.

@@ -82,7 +82,7 @@ import Testing
         let server = try Server(paused: false, inputLimit: 4096)
         defer { server.stop() }
         // 100,000 bytes fit in the kernel's buffers (a peer's end of stream waits behind bytes the
-        // receiver's closed window does not let through: see the Guide).
+        // receiver's closed window does not let through: see WritingAServer.md).
         let (answer, _) = try runPython(
             """
             import socket, sys
