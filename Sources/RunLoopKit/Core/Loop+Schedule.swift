@@ -102,8 +102,18 @@ extension Loop {
 
     /// Step 2.5: moves the scheduled blocks that are due to the pending blocks, where step 2.6 runs
     /// them in their modes. Loop thread only.
+    ///
+    /// The check for none is inlined into the pass: as a call, it cost a busy pass a call and a
+    /// retain and release of the pass's ready descriptors around it
+    /// (docs/performance-notes.md#instructions-per-pass).
+    @inline(__always)
     func takeDueScheduledBlocks() {
         guard scheduledWake.load(ordering: .acquiring) != .max else { return }
+        takeDueScheduledBlocksNow()
+    }
+
+    @inline(never)
+    private func takeDueScheduledBlocksNow() {
         let now = TickClock.now
         guard hasDueScheduledBlock(now: now) else { return }
         scheduledQueue.withLock { queue in
