@@ -76,7 +76,7 @@ public final class Loop: @unchecked Sendable {
     }
 
     /// Created on the loop thread at the first run: every libevent call stays on this thread.
-    var backend: (any EventBackend)? {
+    var backend: LibeventBackend? {
         get { onThread.backend }
         set { onThread.backend = newValue }
     }

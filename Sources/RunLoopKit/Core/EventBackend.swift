@@ -1,6 +1,10 @@
 /// What the loop needs from the kernel, and all it asks of libevent (`LibeventBackend`): polling
 /// and waiting for readiness, one timer, and the descriptors of its modes. Used by the loop's
 /// thread only; every member may assume it.
+///
+/// The loop holds its backend by its concrete type, `LibeventBackend`, the one there is; the
+/// protocol stays as the contract a second backend would meet. (A busy pass costs the same
+/// instructions either way: the optimizer had already resolved the one conformer.)
 protocol EventBackend: AnyObject {
     /// Whether a non-blocking poll could find anything the loop does not already know about (a
     /// descriptor or the main queue is watched).

@@ -19,7 +19,7 @@ extension Loop {
     /// Loop thread only: registers the descriptors of `mode` if another mode's set is registered,
     /// then applies queued changes. A descriptor of another mode that stays registered is removed
     /// when it fires (see `serveDescriptors`).
-    func syncDescriptors(for mode: Mode, _ backend: any EventBackend) {
+    func syncDescriptors(for mode: Mode, _ backend: LibeventBackend) {
         if backend.registeredMode != mode {
             let sources = state.withLock { state in
                 state.withExistingItems(of: mode) { Array($0.descriptors) } ?? []
@@ -32,7 +32,7 @@ extension Loop {
         applyDescriptorChanges(backend)
     }
 
-    func applyDescriptorChanges(_ backend: any EventBackend) {
+    func applyDescriptorChanges(_ backend: LibeventBackend) {
         // Queuing a change bumps the tables' version: unchanged since the queue was emptied, no lock.
         guard tablesVersion.current != onThread.descriptorChangesSeen else { return }
         let mode = backend.registeredMode

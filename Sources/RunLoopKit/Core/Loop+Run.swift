@@ -79,7 +79,7 @@ extension Loop {
     /// more call, with its arguments spilled around it, per pass.
     @inline(__always)
     private func runOnce(
-        _ mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: any EventBackend,
+        _ mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: LibeventBackend,
         _ returnAfterSourceHandled: Bool
     ) -> RunResult? {
         refreshInstruments()
@@ -127,7 +127,7 @@ extension Loop {
     /// does not (a watched descriptor or the main queue); then, if nothing is ready, `mayWait` and
     /// nothing is owed, `beforeWaiting`, a sleep, `afterWaiting`.
     private func waitForEvents(
-        in mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: any EventBackend, mayWait: Bool
+        in mode: Mode, frame: RunFrame, deadline: RunDeadline, backend: LibeventBackend, mayWait: Bool
     ) -> BackendEvents {
         syncDescriptors(for: mode, backend)
         var events = backend.hasPollableEvents ? backend.pollNow() : BackendEvents()
@@ -158,7 +158,7 @@ extension Loop {
 
     /// Sleeps in the kernel until an event, the mode's next timer, the next scheduled block or the
     /// deadline, after polling in user space first if recent waits were short (`Loop+Spin.swift`).
-    private func sleep(in mode: Mode, deadline: RunDeadline, backend: any EventBackend) -> BackendEvents {
+    private func sleep(in mode: Mode, deadline: RunDeadline, backend: LibeventBackend) -> BackendEvents {
         syncDescriptors(for: mode, backend)
         let wake = earliest(earliest(withView(of: mode) { $0.nextWake }, deadline.ticks), scheduledWakeTime)
         instrumentWait(true)
@@ -220,7 +220,7 @@ extension Loop {
         return !servesMainQueue(isCommon: isCommon)
     }
 
-    func ensureBackend() -> any EventBackend {
+    func ensureBackend() -> LibeventBackend {
         if let backend { return backend }
         do {
             return try startBackend()
@@ -232,7 +232,7 @@ extension Loop {
     /// Creates the event backend (libevent's base with its epoll and signal pipe, and the loop's
     /// timerfd) on the loop's thread, where every libevent call stays. Throws a `LoopError` with `systemError` set,
     /// having closed what it opened.
-    func startBackend() throws(LoopError) -> any EventBackend {
+    func startBackend() throws(LoopError) -> LibeventBackend {
         // libevent's base opens an epoll descriptor and a pipe for signals, and exits the process
         // when it cannot open the pipe: room for those three is checked first. (Another thread may
         // take the room in between; a process that has run out of descriptors is told here.)

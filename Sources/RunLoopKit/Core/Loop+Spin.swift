@@ -67,7 +67,7 @@ extension Loop {
     /// Whether the loop may spin before this sleep at all: a limit is set and no descriptor is
     /// watched (their readiness is known to the kernel only). Waits are timed only then, so a
     /// server loop pays nothing for spinning. Loop thread only.
-    func maySpin(_ backend: any EventBackend) -> Bool {
+    func maySpin(_ backend: LibeventBackend) -> Bool {
         spinLimitNanoseconds.load(ordering: .relaxed) > 0 && !backend.hasPollableEvents
     }
 

@@ -1,7 +1,7 @@
 /// The state of a loop that only its own thread touches (see `Loop.onThread`).
 struct LoopThreadState {
     /// Created on the loop thread at the first run: every libevent call stays on this thread.
-    var backend: (any EventBackend)?
+    var backend: LibeventBackend?
     /// Blocks moved out of the inbox that wait for a mode that is not running.
     let pendingBlocks: BlockBuffer
     /// An empty block buffer for `runBlocks` to move a batch into and run it from; nil while a
