@@ -152,6 +152,22 @@ import Testing
         #expect(state.isOpen == (state == .open))
     }
 
+    /// The lifecycle is what a real socket answers: open in a loop, and invalid once the loop's
+    /// thread has ended and its teardown invalidated the socket's source, which tells the socket
+    /// (receives, awaited sends and options then throw).
+    @Test func aSocketWhoseLoopEndedReadsInvalid() async throws {
+        let thread = LoopThread(name: "datagram-lifecycle")
+        let socket = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
+        socket.onReceive { _, _, _ in }
+        thread.loop.add(socket, forMode: .default)
+        #expect(socket.isValid)
+        thread.stop()
+        #expect(waitUntil { !socket.isValid })
+        await #expect(throws: LoopError.self) { try await socket.receive() }
+        await #expect(throws: LoopError.self) { try await socket.send([1], to: socket.localAddress) }
+        #expect(throws: LoopError.self) { try socket.setReceiveBufferSize(65536) }
+    }
+
     /// Nothing goes back to open, and a finished socket stays finished.
     @Test func theLifecycleCheckRefusesEveryStepNotInTheTable() {
         expectTheCheckAllowsExactly(Self.lifecycleRows.map { ($0.from, $0.to) })
