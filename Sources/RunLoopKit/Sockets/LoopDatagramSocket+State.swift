@@ -29,7 +29,10 @@
 // | `invalidated`, `finished` | `invalidationBegan` | the same | |
 // | `finished` | `finish` | `finished` | |
 //
-// Only `open` takes datagrams, handlers and waiting calls; `isValid` is `open`.
+// Only an open socket queues datagrams, takes waiting calls, reads and reports errors; `isValid`
+// is `open`. A source its loop invalidates (the teardown, a failure to watch) tells the socket
+// after the descriptor is closed: until then another thread still reads the socket open, as a
+// call racing `invalidate()` may between its check and its system call.
 
 extension LoopDatagramSocket {
     /// Where the send queue is (see the table above).
