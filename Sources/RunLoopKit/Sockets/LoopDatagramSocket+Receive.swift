@@ -40,7 +40,7 @@ extension LoopDatagramSocket {
 
     private func startReceiving(_ waiter: CancellableContinuation<Datagram>) {
         let ready = shared.withLock { shared -> Result<Datagram, LoopError>? in
-            if shared.invalidated { return .failure(invalidatedError) }
+            guard shared.lifecycle.isOpen else { return .failure(invalidatedError) }
             guard let loop = shared.residency.loop else { return .failure(notInALoopError) }
             if loop.hasEnded { return .failure(.loopEnded) }
             if !shared.held.isEmpty { return shared.held.removeFirst() }
@@ -76,7 +76,7 @@ extension LoopDatagramSocket {
             let (handler, wanted, size, older) = shared.withLock { shared in
                 shared.receivers.removeAll { !$0.isWaiting }
                 let wanted =
-                    !shared.invalidated
+                    shared.lifecycle.isOpen
                     && (shared.receiveHandler != nil || (!shared.receivers.isEmpty && shared.held.isEmpty))
                 // Datagrams kept for cancelled `receive()` calls go to a handler before newer ones.
                 var older: [Result<Datagram, LoopError>] = []

@@ -52,8 +52,8 @@ extension LoopDatagramSocket {
     public func send(_ bytes: [UInt8], to address: SocketAddress) async throws {
         try Task.checkCancellation()
         try checkFamily(of: address, for: "send to")
-        let loop = shared.withLock { $0.invalidated ? nil : $0.residency.loop }
-        if !isValid {
+        let (open, loop) = shared.withLock { ($0.lifecycle.isOpen, $0.residency.loop) }
+        if !open {
             throw invalidatedError
         } else if let loop {
             if loop.hasEnded { throw LoopError.loopEnded }
@@ -89,7 +89,7 @@ extension LoopDatagramSocket {
     /// Whether a datagram may go to the kernel at once: on the loop's thread, with nothing queued.
     private func sendsDirectly() -> Bool {
         shared.withLock { shared in
-            guard shared.outbox.isEmpty, !shared.flushing, !shared.waitingForWritable, !shared.invalidated,
+            guard shared.outbox.isEmpty, shared.sendState.sendsDirectly, shared.lifecycle.isOpen,
                 let loop = shared.residency.loop
             else { return false }
             return loop.isCurrentThread
@@ -131,15 +131,14 @@ extension LoopDatagramSocket {
             case dropped, invalidated
         }
         let outcome = shared.withLock { shared -> Outcome in
-            if shared.invalidated { return .invalidated }
+            guard shared.lifecycle.isOpen else { return .invalidated }
             if waiter == nil {
                 guard shared.queued < shared.sendQueueLimit else { return .dropped }
                 shared.queued += 1
             }
             shared.outbox.append(datagram, waiter)
-            guard !shared.flushPosted, !shared.flushing, !shared.waitingForWritable, let loop = shared.residency.loop
-            else { return .queued }
-            shared.flushPosted = true
+            let loop = shared.residency.loop
+            guard shared.sendState.datagramsWaiting(inLoop: loop != nil) == .postFlush, let loop else { return .queued }
             return .posted(loop)
         }
         switch outcome {
@@ -156,48 +155,46 @@ extension LoopDatagramSocket {
 
     /// Loop thread: the socket has room again.
     func writable() {
-        shared.withLock { $0.waitingForWritable = false }
-        flush()
+        if shared.withLock({ $0.sendState.becameWritable() }) == .flush { flush() }
     }
 
     /// Loop thread: sends what the queue holds, in order, in batches, until it is empty or the
-    /// kernel's buffer is full (then the rest waits for the socket to be writable).
+    /// kernel's buffer is full (then the rest waits for the socket to be writable). The send
+    /// state decides each step (`LoopDatagramSocket+State.swift`).
     func flush() {
         var batch = Outbox()
         while true {
-            let proceed = shared.withLock { shared -> Bool in
-                shared.flushPosted = false
-                guard !shared.outbox.isEmpty, !shared.invalidated, !shared.waitingForWritable else {
-                    shared.flushing = false
-                    return false
-                }
-                shared.flushing = true
-                swap(&batch, &shared.outbox)
-                return true
+            let began = shared.withLock { shared -> SendState.Effect in
+                let effect = shared.sendState.flushBegan(hasWork: !shared.outbox.isEmpty && shared.lifecycle.isOpen)
+                if effect == .sendBatch { swap(&batch, &shared.outbox) }
+                return effect
             }
-            guard proceed else { break }
+            guard began == .sendBatch else { break }
             let first = batch.head
             let (done, blocked) = send(batch)
             let unawaited = batch.waiters[first..<done].reduce(0) { $1 == nil ? $0 + 1 : $0 }
             batch.markDone(upTo: done)
-            let stillValid = shared.withLock { shared -> Bool in
+            let sent = shared.withLock { shared -> SendState.Effect in
                 shared.queued = max(0, shared.queued - unawaited)
-                guard blocked else { return !shared.invalidated }
-                shared.flushing = false
-                guard !shared.invalidated else { return false }
-                // The rest goes back before what was queued meanwhile, without being moved.
-                batch.append(pendingOf: shared.outbox)
-                swap(&batch, &shared.outbox)
-                shared.waitingForWritable = true
-                return true
+                let effect = shared.sendState.batchSent(blocked: blocked, open: shared.lifecycle.isOpen)
+                if effect == .waitForWritable {
+                    // The rest goes back before what was queued meanwhile, without being moved.
+                    batch.append(pendingOf: shared.outbox)
+                    swap(&batch, &shared.outbox)
+                }
+                return effect
             }
-            if blocked {
-                if !stillValid { discard(batch) }
+            switch sent {
+            case .waitForWritable:
                 updateInterest()
                 return
+            case .discardBatch:
+                discard(batch)
+                updateInterest()
+                return
+            default:
+                batch.removeAll()
             }
-            batch.removeAll()
-            guard stillValid else { break }
         }
         updateInterest()
     }

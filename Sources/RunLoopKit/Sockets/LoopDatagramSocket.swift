@@ -58,6 +58,7 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     typealias Datagram = (bytes: [UInt8], from: SocketAddress)
     typealias ReceiveHandler = (LoopDatagramSocket, [UInt8], SocketAddress) -> Void
     typealias ErrorHandler = (LoopDatagramSocket, LoopError) -> Void
+    typealias Handlers = (ReceiveHandler?, ErrorHandler?)
 
     /// What any thread reads and writes under `shared`'s lock.
     struct Shared {
@@ -74,14 +75,12 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
         var queued = 0
         var sendQueueLimit = LoopDatagramSocket.defaultSendQueueLimit
         var maximumDatagramSize = LoopDatagramSocket.defaultMaximumDatagramSize
-        /// A flush is posted to the loop and has not started yet.
-        var flushPosted = false
-        /// The loop's thread is sending a batch taken from the queue.
-        var flushing = false
-        /// The kernel's buffer was full: the queue waits for the socket to be writable.
-        var waitingForWritable = false
+        /// Where the send queue is (`LoopDatagramSocket+State.swift`).
+        var sendState = SendState.idle
         var remoteAddress: SocketAddress?
-        var invalidated = false
+        /// Whether the socket is open (`LoopDatagramSocket+State.swift`): the one answer of
+        /// `isValid` and of every check of the socket's own.
+        var lifecycle = Lifecycle.open
     }
 
     /// Datagrams waiting to be sent: what `sendmmsg` takes, and beside each the awaiting call to
@@ -132,8 +131,6 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     let shared: Locked<Shared>
     let dropped = Atomic<Int>(0)
     let truncated = Atomic<Int>(0)
-    /// Set once the socket has let go of its queue, its waiters, its path and its loop.
-    private let finished = Atomic<Bool>(false)
 
     // MARK: Loop thread only
 
@@ -186,7 +183,7 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     public func onReceive(_ handler: sending @escaping (LoopDatagramSocket, [UInt8], SocketAddress) -> Void) {
         let (replaced, loop) = shared.withLock { shared in
             defer { shared.receiveHandler = handler }
-            return (shared.receiveHandler, shared.invalidated ? nil : shared.residency.loop)
+            return (shared.receiveHandler, shared.lifecycle.isOpen ? shared.residency.loop : nil)
         }
         withExtendedLifetime(replaced) {}
         updateInterest()
@@ -212,7 +209,7 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     /// Whether the socket is still open (not invalidated).
     ///
     /// Any thread.
-    public var isValid: Bool { descriptorSource.isValid }
+    public var isValid: Bool { shared.withLock { $0.lifecycle.isOpen } }
 
     /// The peer given to ``connect(to:)``, if the socket is connected.
     ///
@@ -296,6 +293,8 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     ///
     /// Any thread, including from its own handlers.
     public func invalidate() {
+        // Invalid from here on, before the source closes the descriptor.
+        shared.withLock { $0.lifecycle.invalidationBegan() }
         descriptorSource.invalidate()
         // The source tells a socket it holds (one in a loop); this covers one in no loop.
         descriptorSourceInvalidated()
@@ -316,9 +315,8 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
 
     /// Lets go, once, of the queue, the waiters, the handlers and the Unix path.
     private func finish() {
-        guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let (receivers, outbox, handlers) = shared.withLock { shared in
-            shared.invalidated = true
+        let taken = shared.withLock { shared -> ([CancellableContinuation<Datagram>], Outbox, Handlers)? in
+            guard shared.lifecycle.finish() else { return nil }
             defer {
                 shared.receivers = []
                 shared.held = []
@@ -329,6 +327,7 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
             }
             return (shared.receivers, shared.outbox, (shared.receiveHandler, shared.errorHandler))
         }
+        guard let (receivers, outbox, handlers) = taken else { return }
         // Released after the lock: a handler's captures may call back into the socket as they go.
         withExtendedLifetime(handlers) {}
         let error = invalidatedError
@@ -352,10 +351,9 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     /// The socket joined a loop: datagrams queued before are sent, and reading starts if wanted.
     func joinedLoop() {
         let loop = shared.withLock { shared -> Loop? in
-            guard !shared.outbox.isEmpty, !shared.flushPosted, !shared.flushing, !shared.waitingForWritable,
-                let loop = shared.residency.loop
-            else { return nil }
-            shared.flushPosted = true
+            guard !shared.outbox.isEmpty else { return nil }
+            let loop = shared.residency.loop
+            guard shared.sendState.datagramsWaiting(inLoop: loop != nil) == .postFlush else { return nil }
             return loop
         }
         loop?.perform(inModes: postingModes) { self.flush() }
@@ -371,7 +369,7 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
             if shared.receiveHandler != nil || (!shared.receivers.isEmpty && shared.held.isEmpty) {
                 events.insert(.readable)
             }
-            if shared.waitingForWritable { events.insert(.writable) }
+            if shared.sendState.wantsWritable { events.insert(.writable) }
             return events
         }
         descriptorSource.events = events
@@ -392,7 +390,7 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
 
     /// Tells the error handler of `error`, on the loop's thread, in the socket's modes.
     func report(_ error: LoopError) {
-        guard let loop = shared.withLock({ $0.invalidated ? nil : $0.residency.loop }) else { return }
+        guard let loop = shared.withLock({ $0.lifecycle.isOpen ? $0.residency.loop : nil }) else { return }
         loop.perform(inModes: postingModes) {
             guard let handler = self.shared.withLock({ $0.errorHandler }) else { return }
             handler(self, error)

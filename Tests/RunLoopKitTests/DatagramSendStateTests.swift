@@ -1,0 +1,177 @@
+import Testing
+
+@testable import RunLoopKit
+
+/// The datagram socket's send side and its lifecycle, driven directly: each row of their
+/// transition tables gives the state and the effect, and every step the tables do not list is
+/// refused by the check debug builds make.
+@Suite struct DatagramSendStateTests {
+    typealias SendState = LoopDatagramSocket.SendState
+    typealias Lifecycle = LoopDatagramSocket.Lifecycle
+
+    /// What happens to the send side.
+    enum SendEvent: Sendable, CustomStringConvertible {
+        case datagramsWaiting(inLoop: Bool)
+        case flushBegan(hasWork: Bool)
+        case batchSent(blocked: Bool, open: Bool)
+        case becameWritable
+
+        func apply(to state: inout SendState) -> SendState.Effect {
+            switch self {
+            case .datagramsWaiting(let inLoop): state.datagramsWaiting(inLoop: inLoop)
+            case .flushBegan(let hasWork): state.flushBegan(hasWork: hasWork)
+            case .batchSent(let blocked, let open): state.batchSent(blocked: blocked, open: open)
+            case .becameWritable: state.becameWritable()
+            }
+        }
+
+        var description: String {
+            switch self {
+            case .datagramsWaiting(let inLoop): "datagramsWaiting(inLoop: \(inLoop))"
+            case .flushBegan(let hasWork): "flushBegan(hasWork: \(hasWork))"
+            case .batchSent(let blocked, let open): "batchSent(blocked: \(blocked), open: \(open))"
+            case .becameWritable: "becameWritable"
+            }
+        }
+    }
+
+    struct SendRow: Sendable, CustomTestStringConvertible {
+        let from: SendState
+        let event: SendEvent
+        let to: SendState
+        let effect: SendState.Effect
+        init(_ from: SendState, _ event: SendEvent, _ to: SendState, _ effect: SendState.Effect) {
+            (self.from, self.event, self.to, self.effect) = (from, event, to, effect)
+        }
+        var testDescription: String { "\(from) --\(event)--> \(to), \(effect)" }
+    }
+
+    /// The send side's table, row by row.
+    static let sendRows: [SendRow] = [
+        SendRow(.idle, .datagramsWaiting(inLoop: true), .flushPosted, .postFlush),
+        SendRow(.idle, .datagramsWaiting(inLoop: false), .idle, .none),
+        SendRow(.flushPosted, .datagramsWaiting(inLoop: true), .flushPosted, .none),
+        SendRow(.flushing, .datagramsWaiting(inLoop: true), .flushing, .none),
+        SendRow(.waitingForWritable, .datagramsWaiting(inLoop: true), .waitingForWritable, .none),
+
+        SendRow(.idle, .flushBegan(hasWork: true), .flushing, .sendBatch),
+        SendRow(.flushPosted, .flushBegan(hasWork: true), .flushing, .sendBatch),
+        SendRow(.flushing, .flushBegan(hasWork: true), .flushing, .sendBatch),
+        SendRow(.idle, .flushBegan(hasWork: false), .idle, .none),
+        SendRow(.flushPosted, .flushBegan(hasWork: false), .idle, .none),
+        SendRow(.flushing, .flushBegan(hasWork: false), .idle, .none),
+        SendRow(.waitingForWritable, .flushBegan(hasWork: true), .waitingForWritable, .none),
+
+        SendRow(.flushing, .batchSent(blocked: false, open: true), .flushing, .flush),
+        SendRow(.flushing, .batchSent(blocked: false, open: false), .flushing, .flush),
+        SendRow(.flushing, .batchSent(blocked: true, open: true), .waitingForWritable, .waitForWritable),
+        SendRow(.flushing, .batchSent(blocked: true, open: false), .idle, .discardBatch),
+
+        SendRow(.waitingForWritable, .becameWritable, .idle, .flush),
+        SendRow(.idle, .becameWritable, .idle, .flush),
+        SendRow(.flushPosted, .becameWritable, .flushPosted, .flush),
+    ]
+
+    @Test(arguments: sendRows)
+    func eachRowOfTheSendTable(_ row: SendRow) {
+        var state = row.from
+        let effect = row.event.apply(to: &state)
+        #expect(state == row.to)
+        #expect(effect == row.effect)
+        #expect(SendState.mayChange(row.from, to: row.to))
+    }
+
+    /// The debug check allows exactly the steps of the table's rows: `idle` never waits for
+    /// writable without a batch sent, a waiting queue is not flushed before the socket is
+    /// writable, and a running flush is not posted again.
+    @Test func theSendCheckRefusesEveryStepNotInTheTable() {
+        expectTheCheckAllowsExactly(Self.sendRows.map { ($0.from, $0.to) })
+        #expect(!SendState.mayChange(.idle, to: .waitingForWritable))
+        #expect(!SendState.mayChange(.waitingForWritable, to: .flushing))
+        #expect(!SendState.mayChange(.flushing, to: .flushPosted))
+    }
+
+    /// Only an idle send side lets a datagram go straight to the kernel; only one waiting for
+    /// room watches for writable.
+    @Test func whatTheSendStateAllows() {
+        for state in SendState.allCases {
+            #expect(state.sendsDirectly == (state == .idle))
+            #expect(state.wantsWritable == (state == .waitingForWritable))
+        }
+    }
+
+    /// Every pair of states: the check allows the step exactly if a row of the table takes it.
+    private func expectTheCheckAllowsExactly<State: CheckedStep & CaseIterable>(_ steps: [(State, State)]) {
+        for from in State.allCases {
+            for to in State.allCases {
+                let listed = steps.contains { $0.0 == from && $0.1 == to }
+                #expect(State.mayChange(from, to: to) == listed, "\(from) -> \(to)")
+            }
+        }
+    }
+
+    // MARK: The lifecycle
+
+    enum LifecycleEvent: Sendable {
+        case invalidationBegan
+        case finish
+    }
+
+    struct LifecycleRow: Sendable, CustomTestStringConvertible {
+        let from: Lifecycle
+        let event: LifecycleEvent
+        let to: Lifecycle
+        /// Whether this step lets go of the queue, the waiters, the handlers and the path.
+        let letsGo: Bool
+        init(_ from: Lifecycle, _ event: LifecycleEvent, _ to: Lifecycle, letsGo: Bool) {
+            (self.from, self.event, self.to, self.letsGo) = (from, event, to, letsGo)
+        }
+        var testDescription: String { "\(from) --\(event)--> \(to)\(letsGo ? ", lets go" : "")" }
+    }
+
+    static let lifecycleRows: [LifecycleRow] = [
+        LifecycleRow(.open, .invalidationBegan, .invalidated, letsGo: false),
+        LifecycleRow(.invalidated, .invalidationBegan, .invalidated, letsGo: false),
+        LifecycleRow(.finished, .invalidationBegan, .finished, letsGo: false),
+        LifecycleRow(.open, .finish, .finished, letsGo: true),
+        LifecycleRow(.invalidated, .finish, .finished, letsGo: true),
+        LifecycleRow(.finished, .finish, .finished, letsGo: false),
+    ]
+
+    @Test(arguments: lifecycleRows)
+    func eachRowOfTheLifecycleTable(_ row: LifecycleRow) {
+        var state = row.from
+        var letsGo = false
+        switch row.event {
+        case .invalidationBegan: state.invalidationBegan()
+        case .finish: letsGo = state.finish()
+        }
+        #expect(state == row.to)
+        #expect(letsGo == row.letsGo)
+        #expect(Lifecycle.mayChange(row.from, to: row.to))
+        #expect(state.isOpen == (state == .open))
+    }
+
+    /// The lifecycle is what a real socket answers: open in a loop, and invalid once the loop's
+    /// thread has ended and its teardown invalidated the socket's source, which tells the socket
+    /// (receives, awaited sends and options then throw).
+    @Test func aSocketWhoseLoopEndedReadsInvalid() async throws {
+        let thread = LoopThread(name: "datagram-lifecycle")
+        let socket = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
+        socket.onReceive { _, _, _ in }
+        thread.loop.add(socket, forMode: .default)
+        #expect(socket.isValid)
+        thread.stop()
+        #expect(waitUntil { !socket.isValid })
+        await #expect(throws: LoopError.self) { try await socket.receive() }
+        await #expect(throws: LoopError.self) { try await socket.send([1], to: socket.localAddress) }
+        #expect(throws: LoopError.self) { try socket.setReceiveBufferSize(65536) }
+    }
+
+    /// Nothing goes back to open, and a finished socket stays finished.
+    @Test func theLifecycleCheckRefusesEveryStepNotInTheTable() {
+        expectTheCheckAllowsExactly(Self.lifecycleRows.map { ($0.from, $0.to) })
+        #expect(!Lifecycle.mayChange(.invalidated, to: .open))
+        #expect(!Lifecycle.mayChange(.finished, to: .invalidated))
+    }
+}
