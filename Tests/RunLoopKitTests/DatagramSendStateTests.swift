@@ -35,16 +35,7 @@ import Testing
         }
     }
 
-    struct SendRow: Sendable, CustomTestStringConvertible {
-        let from: SendState
-        let event: SendEvent
-        let to: SendState
-        let effect: SendState.Effect
-        init(_ from: SendState, _ event: SendEvent, _ to: SendState, _ effect: SendState.Effect) {
-            (self.from, self.event, self.to, self.effect) = (from, event, to, effect)
-        }
-        var testDescription: String { "\(from) --\(event)--> \(to), \(effect)" }
-    }
+    typealias SendRow = TransitionRow<SendState, SendEvent, SendState.Effect>
 
     /// The send side's table, row by row.
     static let sendRows: [SendRow] = [
@@ -77,7 +68,7 @@ import Testing
         var state = row.from
         let effect = row.event.apply(to: &state)
         #expect(state == row.to)
-        #expect(effect == row.effect)
+        #expect(effect == row.outcome)
         #expect(SendState.mayChange(row.from, to: row.to))
     }
 
@@ -100,16 +91,6 @@ import Testing
         }
     }
 
-    /// Every pair of states: the check allows the step exactly if a row of the table takes it.
-    private func expectTheCheckAllowsExactly<State: CheckedStep & CaseIterable>(_ steps: [(State, State)]) {
-        for from in State.allCases {
-            for to in State.allCases {
-                let listed = steps.contains { $0.0 == from && $0.1 == to }
-                #expect(State.mayChange(from, to: to) == listed, "\(from) -> \(to)")
-            }
-        }
-    }
-
     // MARK: The lifecycle
 
     enum LifecycleEvent: Sendable {
@@ -117,25 +98,16 @@ import Testing
         case finish
     }
 
-    struct LifecycleRow: Sendable, CustomTestStringConvertible {
-        let from: Lifecycle
-        let event: LifecycleEvent
-        let to: Lifecycle
-        /// Whether this step lets go of the queue, the waiters, the handlers and the path.
-        let letsGo: Bool
-        init(_ from: Lifecycle, _ event: LifecycleEvent, _ to: Lifecycle, letsGo: Bool) {
-            (self.from, self.event, self.to, self.letsGo) = (from, event, to, letsGo)
-        }
-        var testDescription: String { "\(from) --\(event)--> \(to)\(letsGo ? ", lets go" : "")" }
-    }
+    /// The outcome: whether this step lets go of the queue, the waiters, the handlers and the path.
+    typealias LifecycleRow = TransitionRow<Lifecycle, LifecycleEvent, Bool>
 
     static let lifecycleRows: [LifecycleRow] = [
-        LifecycleRow(.open, .invalidationBegan, .invalidated, letsGo: false),
-        LifecycleRow(.invalidated, .invalidationBegan, .invalidated, letsGo: false),
-        LifecycleRow(.finished, .invalidationBegan, .finished, letsGo: false),
-        LifecycleRow(.open, .finish, .finished, letsGo: true),
-        LifecycleRow(.invalidated, .finish, .finished, letsGo: true),
-        LifecycleRow(.finished, .finish, .finished, letsGo: false),
+        LifecycleRow(.open, .invalidationBegan, .invalidated, false),
+        LifecycleRow(.invalidated, .invalidationBegan, .invalidated, false),
+        LifecycleRow(.finished, .invalidationBegan, .finished, false),
+        LifecycleRow(.open, .finish, .finished, true),
+        LifecycleRow(.invalidated, .finish, .finished, true),
+        LifecycleRow(.finished, .finish, .finished, false),
     ]
 
     @Test(arguments: lifecycleRows)
@@ -147,7 +119,7 @@ import Testing
         case .finish: letsGo = state.finish()
         }
         #expect(state == row.to)
-        #expect(letsGo == row.letsGo)
+        #expect(letsGo == row.outcome)
         #expect(Lifecycle.mayChange(row.from, to: row.to))
         #expect(state.isOpen == (state == .open))
     }

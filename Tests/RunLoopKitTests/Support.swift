@@ -562,3 +562,27 @@ func print(_ value: some Any, fileID: String = #fileID) {
 }
 
 private let printLogs = Locked<[String: Recorder<String>]>([:])
+
+/// A row of a transition table: the event `event` takes a state from `from` to `to`, and its
+/// function returns `outcome`.
+struct TransitionRow<State: Sendable, Event: Sendable, Outcome: Sendable>: Sendable, CustomTestStringConvertible {
+    let from: State
+    let event: Event
+    let to: State
+    let outcome: Outcome
+    init(_ from: State, _ event: Event, _ to: State, _ outcome: Outcome) {
+        (self.from, self.event, self.to, self.outcome) = (from, event, to, outcome)
+    }
+    var testDescription: String { "\(from) --\(event)--> \(to), \(outcome)" }
+}
+
+/// Every pair of states: the debug check of `State` allows the step exactly if `steps` (the rows of
+/// its transition table) takes it.
+func expectTheCheckAllowsExactly<State: CheckedStep & CaseIterable>(_ steps: [(State, State)]) {
+    for from in State.allCases {
+        for to in State.allCases {
+            let listed = steps.contains { $0.0 == from && $0.1 == to }
+            #expect(State.mayChange(from, to: to) == listed, "\(from) -> \(to)")
+        }
+    }
+}

@@ -227,7 +227,7 @@ extension LoopConnection {
         assertOnLoopThread()
         if flag.isCancelled {
             continuation.resume(throwing: CancellationError())
-        } else if !input.isEmpty && !delivering {
+        } else if !input.isEmpty && !delivery.isDelivering {
             continuation.resume(returning: input.read(maxLength: maxLength))
         } else if isClosed, let closedError {
             continuation.resume(throwing: closedError)

@@ -43,10 +43,7 @@ extension LoopConnection {
     private func readInput() {
         if let tls = tlsEngine { return readTLSInput(tls) }
         // A nested run inside `onRead`: the buffer is lent out, and reading is off meanwhile.
-        guard !delivering else {
-            readableWhileDelivering = true
-            return
-        }
+        guard delivery.readable() else { return }
         let limit = currentInputLimit
         let scratch = readScratch
         var total = 0
@@ -169,7 +166,7 @@ extension LoopConnection {
     /// Hands the input to waiting `read(maxLength:)` calls, then to `onRead`.
     func deliverInput() {
         assertOnLoopThread()
-        guard !delivering else { return }
+        guard !delivery.isDelivering else { return }
         // Closed: what was read before is still delivered, then the handler is let go.
         defer { if isClosed { readHandler = nil } }
         while !pendingReads.isEmpty && !input.isEmpty {
@@ -177,10 +174,11 @@ extension LoopConnection {
             read.continuation.resume(returning: input.read(maxLength: read.maxLength))
         }
         guard let handler = readHandler, !input.isEmpty, !isPaused else { return }
-        delivering = true
+        guard delivery.begin() else { return }
         handler(self, &input)
-        delivering = false
-        readableWhileDelivering = false
+        // A readable event meanwhile needs nothing more: the callers update the interest next,
+        // which watches the socket again.
+        _ = delivery.end()
     }
 
     /// Delivers waiting input on a later pass, in the connection's modes (after `onRead` is set or
@@ -336,11 +334,11 @@ extension LoopConnection {
         if isConnecting {
             wanted = .writable
         } else {
-            if delivering {
+            if delivery.isDelivering {
                 // While `onRead` runs the input is lent out: not even its count is read here. The
                 // interest stays as it is (a write from the handler costs no epoll change; the
                 // delivery's caller updates it after), unless a nested run found the socket readable.
-                if watched.contains(.readable) && !readableWhileDelivering { wanted.insert(.readable) }
+                if watched.contains(.readable) && !delivery.readableIsPending { wanted.insert(.readable) }
             } else if isClosing {
                 if !inputEnded { wanted.insert(.readable) }
             } else if !inputEnded && !isPaused && input.count < currentInputLimit {

@@ -205,10 +205,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var readClosedUnheard = false
     /// Whether a handler was told of the close.
     @exclusivity(unchecked) var closedReported = false
-    /// Inside `onRead`: the input buffer is lent out, and reading waits.
-    @exclusivity(unchecked) var delivering = false
-    /// A nested run inside `onRead` found the socket readable: reading stops until it returns.
-    @exclusivity(unchecked) var readableWhileDelivering = false
+    /// Inside `onRead` the input buffer is lent out, and reading waits; a nested run there that
+    /// finds the socket readable stops watching it until `onRead` returns.
+    @exclusivity(unchecked) var delivery = DeliveryGuard.idle
     /// The last wake-up read less than `firstReadSize` (see there).
     @exclusivity(unchecked) var readsAreSmall = true
     @exclusivity(unchecked) var watched: LoopDescriptorSource.Events

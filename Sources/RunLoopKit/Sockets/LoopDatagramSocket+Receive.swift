@@ -59,19 +59,12 @@ extension LoopDatagramSocket {
         // A nested run inside a handler: the batch being delivered is in the receive buffer, so
         // reading waits until the delivery is done (and stops being watched meanwhile, so that
         // the nested run does not spin on it).
-        guard !delivering else {
-            readableWhileDelivering = true
+        guard delivery.readable() else {
             descriptorSource.events.subtract(.readable)
             return
         }
-        delivering = true
-        defer {
-            delivering = false
-            if readableWhileDelivering {
-                readableWhileDelivering = false
-                updateInterest()
-            }
-        }
+        _ = delivery.begin()  // idle, as `readable()` said: it begins
+        defer { if delivery.end() { updateInterest() } }
         for _ in 0..<LoopDatagramSocket.receiveCallsPerWakeUp {
             let (handler, wanted, size, older) = shared.withLock { shared in
                 shared.receivers.removeAll { !$0.isWaiting }

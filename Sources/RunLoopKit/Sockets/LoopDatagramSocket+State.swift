@@ -112,7 +112,7 @@ extension LoopDatagramSocket {
             }
         }
 
-        static let checkedName = "send side"
+        static let checkedName = "a datagram socket's send side"
     }
 
     /// Whether the socket is open (see the table above).
@@ -150,24 +150,6 @@ extension LoopDatagramSocket {
             }
         }
 
-        static let checkedName = "lifecycle"
-    }
-}
-
-/// A state of the datagram socket whose steps are checked against its table in debug builds.
-protocol CheckedStep: Equatable {
-    /// Whether the table allows the step from `from` to `next`.
-    static func mayChange(_ from: Self, to next: Self) -> Bool
-    /// What the state is, in the check's message.
-    static var checkedName: String { get }
-}
-
-extension CheckedStep {
-    /// Moves to `next`, a step the table allows (checked in debug builds).
-    mutating func become(_ next: Self) {
-        assert(
-            Self.mayChange(self, to: next),
-            "RunLoopKit: a datagram socket's \(Self.checkedName) may not go from \(self) to \(next)")
-        self = next
+        static let checkedName = "a datagram socket's lifecycle"
     }
 }

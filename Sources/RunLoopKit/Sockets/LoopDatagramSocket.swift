@@ -140,10 +140,9 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     @exclusivity(unchecked) var receiveSlotSize = 0
     @exclusivity(unchecked) var receiveSlots = 0
     @exclusivity(unchecked) var receivedInfo: UnsafeMutablePointer<rlk_received>?
-    /// Datagrams of a batch are being handed out (`readable()`), and a nested run found the
-    /// socket readable meanwhile.
-    @exclusivity(unchecked) var delivering = false
-    @exclusivity(unchecked) var readableWhileDelivering = false
+    /// Whether datagrams of a batch are being handed out (`readable()`), and a nested run found
+    /// the socket readable meanwhile.
+    @exclusivity(unchecked) var delivery = DeliveryGuard.idle
 
     /// Binds a datagram socket to `address` now (so `localAddress` is known: port 0 gives a free
     /// port); it receives and sends once added to a loop.

@@ -216,10 +216,7 @@ extension LoopConnection {
     /// peer's close_notify, or its end of stream, ends the input as a plaintext end of stream
     /// does; during the handshake either fails it.
     func readTLSInput(_ engine: TLSEngine) {
-        guard !delivering else {
-            readableWhileDelivering = true
-            return
-        }
+        guard delivery.readable() else { return }
         let session = engine.session
         let allowance =
             input.count < currentInputLimit ? LoopConnection.readsPerWakeUp * LoopConnection.readChunk : 0
