@@ -2,12 +2,11 @@ import Testing
 
 @testable import RunLoopKit
 
-/// The datagram socket's send side and its lifecycle, driven directly: each row of their
-/// transition tables gives the state and the effect, and every step the tables do not list is
-/// refused by the check debug builds make.
+/// The datagram socket's send side, driven directly: each row of its transition table gives the
+/// state and the effect, and every step the table does not list is refused by the check debug
+/// builds make.
 @Suite struct DatagramSendStateTests {
     typealias SendState = LoopDatagramSocket.SendState
-    typealias Lifecycle = LoopDatagramSocket.Lifecycle
 
     /// What happens to the send side.
     enum SendEvent: Sendable, CustomStringConvertible {
@@ -89,61 +88,5 @@ import Testing
             #expect(state.sendsDirectly == (state == .idle))
             #expect(state.wantsWritable == (state == .waitingForWritable))
         }
-    }
-
-    // MARK: The lifecycle
-
-    enum LifecycleEvent: Sendable {
-        case invalidationBegan
-        case finish
-    }
-
-    /// The outcome: whether this step lets go of the queue, the waiters, the handlers and the path.
-    typealias LifecycleRow = TransitionRow<Lifecycle, LifecycleEvent, Bool>
-
-    static let lifecycleRows: [LifecycleRow] = [
-        LifecycleRow(.open, .invalidationBegan, .invalidated, false),
-        LifecycleRow(.invalidated, .invalidationBegan, .invalidated, false),
-        LifecycleRow(.finished, .invalidationBegan, .finished, false),
-        LifecycleRow(.open, .finish, .finished, true),
-        LifecycleRow(.invalidated, .finish, .finished, true),
-        LifecycleRow(.finished, .finish, .finished, false),
-    ]
-
-    @Test(arguments: lifecycleRows)
-    func eachRowOfTheLifecycleTable(_ row: LifecycleRow) {
-        var state = row.from
-        var letsGo = false
-        switch row.event {
-        case .invalidationBegan: state.invalidationBegan()
-        case .finish: letsGo = state.finish()
-        }
-        #expect(state == row.to)
-        #expect(letsGo == row.outcome)
-        #expect(Lifecycle.mayChange(row.from, to: row.to))
-        #expect(state.isOpen == (state == .open))
-    }
-
-    /// The lifecycle is what a real socket answers: open in a loop, and invalid once the loop's
-    /// thread has ended and its teardown invalidated the socket's source, which tells the socket
-    /// (receives, awaited sends and options then throw).
-    @Test func aSocketWhoseLoopEndedReadsInvalid() async throws {
-        let thread = LoopThread(name: "datagram-lifecycle")
-        let socket = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
-        socket.onReceive { _, _, _ in }
-        thread.loop.add(socket, forMode: .default)
-        #expect(socket.isValid)
-        thread.stop()
-        #expect(waitUntil { !socket.isValid })
-        await #expect(throws: LoopError.self) { try await socket.receive() }
-        await #expect(throws: LoopError.self) { try await socket.send([1], to: socket.localAddress) }
-        #expect(throws: LoopError.self) { try socket.setReceiveBufferSize(65536) }
-    }
-
-    /// Nothing goes back to open, and a finished socket stays finished.
-    @Test func theLifecycleCheckRefusesEveryStepNotInTheTable() {
-        expectTheCheckAllowsExactly(Self.lifecycleRows.map { ($0.from, $0.to) })
-        #expect(!Lifecycle.mayChange(.invalidated, to: .open))
-        #expect(!Lifecycle.mayChange(.finished, to: .invalidated))
     }
 }

@@ -5,8 +5,8 @@ import Synchronization
 import Testing
 
 /// Datagram sockets against Python's `socket` module in a child process: UDP over IPv4 and IPv6
-/// and Unix datagrams, each thread's order kept over 100,000 datagrams, truncation, refusals,
-/// multicast on loopback, a socket its caller dropped, and bad addresses.
+/// and Unix datagrams, each thread's order kept over 100,000 datagrams, truncation, and a socket
+/// its caller dropped.
 @Suite struct DatagramTests {
     /// A Python script that sends `datagram` (its third argument) to the address in its first two
     /// (family, host or path, port) and prints the reply; a Unix client binds a path of its own.
@@ -205,146 +205,6 @@ import Testing
         socket.invalidate()
     }
 
-    /// A connected socket learns of the ICMP port unreachable its datagram drew: ECONNREFUSED.
-    @Test func refusalOnAConnectedSocket() async throws { try await onOwnLoopThread(refusal) }
-
-    private func refusal() async throws {
-        let thread = LoopThread(name: "datagram-refusal")
-        defer { thread.stop() }
-        // A port Python bound and let go of: nothing listens there now.
-        let closed = try runPython(
-            """
-            import socket
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.bind(("127.0.0.1", 0))
-            print(s.getsockname()[1])
-            s.close()
-            """
-        ).output.trimmingCharacters(in: .whitespacesAndNewlines)
-        let peer = try SocketAddress(ipv4: "127.0.0.1", port: try #require(Int(closed)))
-        let socket = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
-        try socket.connect(to: peer)
-        #expect(socket.remoteAddress == peer)
-        thread.loop.add(socket, forMode: .default)
-        let watchdog = invalidate(socket, on: thread.loop)
-        defer { watchdog.cancel() }
-        try await socket.send([1, 2, 3], to: peer)
-        let outcome = await result { try await socket.receive() }
-        let error = try #require(outcome.failure as? LoopError)
-        #expect(error.systemError == ECONNREFUSED)
-        #expect(error.message.contains("\(peer)"))
-
-        // Through the error handler, with `send(_:to:)`.
-        let errors = Locked<[Int32?]>([])
-        socket.onError { _, error in errors.withLock { $0.append(error.systemError) } }
-        socket.onReceive { _, _, _ in }
-        socket.send(CollectionOfOne(4), to: peer)
-        #expect(await eventually { errors.withLock { $0 } == [ECONNREFUSED] })
-        socket.invalidate()
-    }
-
-    /// Multicast on loopback only: joined on 127.0.0.1, sent out of 127.0.0.1 with a time to live
-    /// of 0, so that nothing leaves the machine.
-    @Test func multicastOnLoopback() async throws { try await onOwnLoopThread(multicast) }
-
-    private func multicast() async throws {
-        let thread = LoopThread(name: "datagram-multicast")
-        defer { thread.stop() }
-        let group = try SocketAddress(ipv4: "239.255.71.29", port: 0)
-        let loopback = try SocketAddress(ipv4: "127.0.0.1", port: 0)
-        let receiver = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "0.0.0.0", port: 0), reuseAddress: true)
-        do {
-            try receiver.joinMulticastGroup(group, onInterface: loopback)
-        } catch {
-            try Test.cancel("the kernel refuses to join a multicast group on the loopback interface: \(error)")
-        }
-        thread.loop.add(receiver, forMode: .default)
-        let port = try #require(receiver.localAddress.port)
-        try runPython(
-            """
-            import socket, sys
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
-            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
-            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
-            s.sendto(b"to the group", ("239.255.71.29", int(sys.argv[1])))
-            """, ["\(port)"])
-        // Started once the sender has run: an interpreter takes seconds to start on a loaded machine.
-        let watchdog = invalidate(receiver, on: thread.loop)
-        defer { watchdog.cancel() }
-        let (bytes, _) = try await receiver.receive()
-        #expect(bytes == Array("to the group".utf8))
-
-        // Sent by a LoopDatagramSocket, out of 127.0.0.1 with a time to live of 0.
-        let sender = try LoopDatagramSocket(bindingTo: loopback)
-        try sender.setMulticastSending(interface: loopback, timeToLive: 0, loopback: true)
-        thread.loop.add(sender, forMode: .default)
-        try await sender.send(Array("from the loop".utf8), to: SocketAddress(ipv4: "239.255.71.29", port: port))
-        let (again, from) = try await receiver.receive()
-        #expect(again == Array("from the loop".utf8))
-        #expect(from == sender.localAddress)
-        try receiver.leaveMulticastGroup(group, onInterface: loopback)
-        sender.invalidate()
-        receiver.invalidate()
-    }
-
-    /// IPv6 multicast on loopback: joined on ::1 (the interface found by its address), sent out of
-    /// it with no hop allowed. Linux's loopback interface has no IPv6 multicast route, so there
-    /// the sending half is skipped with the kernel's answer; joining and leaving are checked.
-    @Test func ipv6MulticastOnLoopback() async throws { try await onOwnLoopThread(ipv6Multicast) }
-
-    private func ipv6Multicast() async throws {
-        let thread = LoopThread(name: "datagram-multicast6")
-        defer { thread.stop() }
-        let group = try SocketAddress(ipv6: "ff12::7129", port: 0)
-        let loopback = try SocketAddress(ipv6: "::1", port: 0)
-        let receiver = try LoopDatagramSocket(bindingTo: SocketAddress(ipv6: "::", port: 0), reuseAddress: true)
-        defer { receiver.invalidate() }
-        try receiver.joinMulticastGroup(group, onInterface: loopback)
-        // An interface is named by an address it has: one no interface has is a clear error.
-        let unknown = try SocketAddress(ipv6: "2001:db8::7129", port: 0)
-        let error = #expect(throws: LoopError.self) { try receiver.joinMulticastGroup(group, onInterface: unknown) }
-        #expect(error?.systemError == EADDRNOTAVAIL)
-        // The sender's side takes the same interface.
-        let sender = try LoopDatagramSocket(bindingTo: SocketAddress(ipv6: "::1", port: 0))
-        defer { sender.invalidate() }
-        try sender.setMulticastSending(interface: loopback, timeToLive: 0, loopback: true)
-
-        thread.loop.add(receiver, forMode: .default)
-        let port = try #require(receiver.localAddress.port)
-        let sent = try runPython(
-            """
-            import errno, socket, sys
-            lo = socket.if_nametoindex("lo")
-            s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, lo)
-            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 0)
-            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 1)
-            try:
-                s.sendto(b"to the group", ("ff12::7129", int(sys.argv[1]), 0, lo))
-                print("sent")
-            except OSError as e:
-                print(errno.errorcode.get(e.errno, e.errno))
-            """, ["\(port)"]
-        ).output.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard sent == "sent" else {
-            try receiver.leaveMulticastGroup(group, onInterface: loopback)
-            try Test.cancel(
-                "the kernel cannot send IPv6 multicast on the loopback interface (\(sent)); joined and left")
-        }
-        // Started once the sender has run: an interpreter takes seconds to start on a loaded machine.
-        let watchdog = invalidate(receiver, on: thread.loop)
-        defer { watchdog.cancel() }
-        let (bytes, _) = try await receiver.receive()
-        #expect(bytes == Array("to the group".utf8))
-        thread.loop.add(sender, forMode: .default)
-        try await sender.send(Array("from the loop".utf8), to: SocketAddress(ipv6: "ff12::7129", port: port))
-        let (again, from) = try await receiver.receive()
-        #expect(again == Array("from the loop".utf8))
-        #expect(from == sender.localAddress)
-        try receiver.leaveMulticastGroup(group, onInterface: loopback)
-    }
-
     /// A socket whose caller kept no reference goes on receiving and sending while it is in a
     /// mode; once it invalidates itself it is released.
     @Test func aDroppedSocketKeepsWorkingInItsMode() throws {
@@ -483,56 +343,6 @@ import Testing
         socket.invalidate()
     }
 
-    /// Bad addresses give a clear `LoopError`.
-    @Test func badAddresses() async throws {
-        // Not an address of this machine.
-        let foreign = #expect(throws: LoopError.self) {
-            try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "192.0.2.1", port: 0))
-        }
-        #expect(foreign?.systemError == EADDRNOTAVAIL)
-        #expect(foreign?.message.contains("192.0.2.1") == true)
-
-        let thread = LoopThread(name: "datagram-bad")
-        defer { thread.stop() }
-        let socket = try LoopDatagramSocket(bindingTo: SocketAddress(ipv4: "127.0.0.1", port: 0))
-        // The port is taken.
-        let taken = #expect(throws: LoopError.self) { try LoopDatagramSocket(bindingTo: socket.localAddress) }
-        #expect(taken?.systemError == EADDRINUSE)
-        // Not in a loop yet.
-        #expect(await result { try await socket.receive() }.failure is LoopError)
-        thread.loop.add(socket, forMode: .default)
-        // Another family.
-        let ipv6 = try SocketAddress(ipv6: "::1", port: 9)
-        let family = await result { try await socket.send([1], to: ipv6) }
-        #expect((family.failure as? LoopError)?.systemError == EAFNOSUPPORT)
-        #expect((family.failure as? LoopError)?.message.contains("[::1]:9") == true)
-        #expect(throws: LoopError.self) { try socket.connect(to: ipv6) }
-        // Not a multicast group.
-        let notGroup = #expect(throws: LoopError.self) {
-            try socket.joinMulticastGroup(SocketAddress(ipv4: "10.1.2.3", port: 0))
-        }
-        #expect(notGroup?.message.contains("not a multicast group") == true)
-        #expect(throws: LoopError.self) { try socket.setMulticastSending(timeToLive: 256) }
-        // `send(_:to:)` reports to the error handler.
-        let errors = Locked<[LoopError]>([])
-        socket.onError { _, error in errors.withLock { $0.append(error) } }
-        socket.send(CollectionOfOne(1), to: ipv6)
-        #expect(await eventually { errors.withLock { $0.count } == 1 })
-        #expect(errors.withLock { $0.first?.systemError } == EAFNOSUPPORT)
-        socket.invalidate()
-        // Invalidated: its descriptor is closed, so nothing more reaches it.
-        let closed = #expect(throws: LoopError.self) { try socket.connect(to: socket.localAddress) }
-        #expect(closed?.message.contains("invalidated") == true)
-
-        // A Unix path with no socket.
-        let unix = try LoopDatagramSocket(bindingTo: SocketAddress(unixPath: temporaryUnixPath("dgram-bad")))
-        thread.loop.add(unix, forMode: .default)
-        let missing = await result { try await unix.send([1], to: SocketAddress(unixPath: "/tmp/rlk-no-such-socket")) }
-        #expect((missing.failure as? LoopError)?.systemError == ENOENT)
-        #expect(throws: LoopError.self) { try unix.joinMulticastGroup(SocketAddress(ipv4: "239.1.1.1", port: 0)) }
-        unix.invalidate()
-    }
-
     /// Served in its modes only: a socket added to a custom mode receives nothing while the loop
     /// runs in another, and everything once that mode runs.
     @Test func servedInItsModesOnly() throws {
@@ -555,59 +365,6 @@ import Testing
         socket.invalidate()
         sender.invalidate()
     }
-}
-
-/// A Python script running beside the test, whose standard output is read line by line.
-final class PythonPeer {
-    private let process = Process()
-    private let output = Pipe()
-    private var pending = Data()
-
-    init(_ script: String, _ arguments: [String] = []) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script] + arguments
-        process.standardOutput = output
-        try process.run()
-    }
-
-    /// The next line it printed (without the newline); "" once it closed its output.
-    func readLine() throws -> String {
-        while true {
-            if let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: pending[pending.startIndex..<end], as: UTF8.self)
-                pending = Data(pending[(end + 1)...])
-                return line
-            }
-            let more = output.fileHandleForReading.availableData
-            if more.isEmpty { return "" }
-            pending.append(more)
-        }
-    }
-
-    /// Everything else it prints, once it has exited with status 0 (a `LoopError` otherwise).
-    func finish() throws -> String {
-        let rest = pending + output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw LoopError("python3 exited with status \(process.terminationStatus)")
-        }
-        return String(decoding: rest, as: UTF8.self)
-    }
-}
-
-extension Result {
-    fileprivate var failure: Failure? {
-        if case .failure(let error) = self { return error }
-        return nil
-    }
-}
-
-/// Invalidates `socket` after 30 s unless cancelled first: a `receive()` the kernel never answers
-/// then throws, and the test fails instead of hanging. The test runs on a loop thread of its own
-/// (`onOwnLoopThread`), so that the 30 s are the kernel's and the loops', not a wait for one of
-/// Swift concurrency's threads.
-private func invalidate(_ socket: LoopDatagramSocket, on loop: Loop) -> LoopScheduled {
-    loop.schedule(after: .seconds(30)) { socket.invalidate() }
 }
 
 /// Waits (polling) until `condition` holds or `limit` passes; returns whether it did.

@@ -1,6 +1,6 @@
-// The datagram socket's send side and its lifecycle: two values under the socket's lock, each
-// changed in one place, by the event functions below, which say what to do next. Any thread,
-// under `shared`'s lock; the effects are carried out after it.
+// The datagram socket's send side: a value under the socket's lock, changed in one place, by the
+// event functions below, which say what to do next. Any thread, under `shared`'s lock; the
+// effects are carried out after it.
 //
 // The send side:
 //
@@ -20,19 +20,9 @@
 // A datagram goes to the kernel at once only from `idle` (with nothing queued, on the loop's
 // thread); the socket watches for writable only in `waitingForWritable`.
 //
-// The lifecycle:
-//
-// | from | event | to | effect |
-// |---|---|---|---|
-// | `open` | `invalidationBegan` (`invalidate()`, before the source goes) | `invalidated` | |
-// | `open`, `invalidated` | `finish` (the source is invalid) | `finished` | let go of the queue, the waiters, the handlers and the path |
-// | `invalidated`, `finished` | `invalidationBegan` | the same | |
-// | `finished` | `finish` | `finished` | |
-//
-// Only an open socket queues datagrams, takes waiting calls, reads and reports errors; `isValid`
-// is `open`. A source its loop invalidates (the teardown, a failure to watch) tells the socket
-// after the descriptor is closed: until then another thread still reads the socket open, as a
-// call racing `invalidate()` may between its check and its system call.
+// Whether the socket is open is its `ResidentLifecycle` (`ResidentLifecycle.swift`), shared with
+// the listener: only an open socket queues datagrams, takes waiting calls, reads and reports
+// errors.
 
 extension LoopDatagramSocket {
     /// Where the send queue is (see the table above).
@@ -113,43 +103,5 @@ extension LoopDatagramSocket {
         }
 
         static let checkedName = "a datagram socket's send side"
-    }
-
-    /// Whether the socket is open (see the table above).
-    enum Lifecycle: CheckedStep, CaseIterable, Sendable {
-        case open
-        /// `invalidate()` was called: nothing new is taken; the socket lets go once its source is
-        /// invalid.
-        case invalidated
-        /// The queue, the waiters, the handlers and the Unix path were let go.
-        case finished
-
-        var isOpen: Bool { self == .open }
-
-        /// `invalidate()` was called, before the socket's source is invalidated (so that the
-        /// socket reads invalid before its descriptor is closed).
-        mutating func invalidationBegan() {
-            if self == .open { become(.invalidated) }
-        }
-
-        /// The socket's source is invalid: returns whether the caller is the one to let go.
-        mutating func finish() -> Bool {
-            guard self != .finished else { return false }
-            become(.finished)
-            return true
-        }
-
-        /// Whether the lifecycle may go from `from` to `next` (the table above), checked in debug
-        /// builds.
-        static func mayChange(_ from: Lifecycle, to next: Lifecycle) -> Bool {
-            switch (from, next) {
-            case (.open, .invalidated), (.open, .finished): true
-            case (.invalidated, .invalidated), (.invalidated, .finished): true
-            case (.finished, .finished): true
-            default: false
-            }
-        }
-
-        static let checkedName = "a datagram socket's lifecycle"
     }
 }

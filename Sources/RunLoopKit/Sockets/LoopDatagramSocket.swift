@@ -78,9 +78,9 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
         /// Where the send queue is (`LoopDatagramSocket+State.swift`).
         var sendState = SendState.idle
         var remoteAddress: SocketAddress?
-        /// Whether the socket is open (`LoopDatagramSocket+State.swift`): the one answer of
-        /// `isValid` and of every check of the socket's own.
-        var lifecycle = Lifecycle.open
+        /// Whether the socket is open (`ResidentLifecycle.swift`): the one answer of `isValid` and
+        /// of every check of the socket's own.
+        var lifecycle = ResidentLifecycle.open
     }
 
     /// Datagrams waiting to be sent: what `sendmmsg` takes, and beside each the awaiting call to

@@ -28,7 +28,16 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     /// A TLS listener's handshake settings: set in its `init` (`LoopListener+TLS.swift`), before
     /// the listener is shared.
     var tls: TLSStart?
-    private let residency = Locked(Residency())
+    /// What any thread reads and writes under one lock.
+    private struct Shared {
+        var residency = Residency()
+        /// Whether the listener is open (`ResidentLifecycle.swift`): the one answer of `isValid`
+        /// and of whether its reserve, path and handler were let go.
+        var lifecycle = ResidentLifecycle.open
+        /// Told of each connection shed, on the loop's thread.
+        var shedHandler: ((LoopListener, LoopError) -> Void)?
+    }
+    private let shared = Locked(Shared())
     /// Set once, in `init`, before the item is shared.
     private var sourceSlot: LoopDescriptorSource! = nil
     var descriptorSource: LoopDescriptorSource { sourceSlot }
@@ -36,12 +45,8 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     private let reserve = Atomic<Int32>(-1)
     /// For a Unix socket: the path to remove when the listener is invalidated.
     private let unixPath: String?
-    /// Set once the invalidated listener has let go of its reserve, its path and its loop.
-    private let finished = Atomic<Bool>(false)
     /// Connections accepted and closed at once for want of descriptors.
     private let shed = Atomic<Int>(0)
-    /// Told of each of them, on the loop's thread.
-    private let shedHandler = Locked<((LoopListener, LoopError) -> Void)?>(nil)
 
     /// How long accepting pauses when descriptors ran out and no reserve was left.
     static let exhaustionBackoff: Duration = .milliseconds(100)
@@ -76,7 +81,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         // Released without `invalidate()` (never added, or removed from every mode): the source
         // no longer reaches this listener, so its path goes here. Not after an invalidation, which
         // removed it already (a later listener may have bound the path since).
-        if !finished.exchange(true, ordering: .acquiringAndReleasing), let unixPath {
+        if shared.withLock({ $0.lifecycle.finish() }), let unixPath {
             Platform.removePath(unixPath)
         }
         closeReserve()
@@ -85,7 +90,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     /// Whether the listener is still listening (not invalidated).
     ///
     /// Any thread.
-    public var isValid: Bool { descriptorSource.isValid }
+    public var isValid: Bool { shared.withLock { $0.lifecycle.isOpen } }
 
     /// How many connections the listener has shed: accepted and closed at once because the
     /// process had run out of descriptors (`EMFILE`, `ENFILE`), their clients seeing the
@@ -106,9 +111,9 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     /// when the listener is invalidated.
     public func onShed(_ handler: sending @escaping (LoopListener, LoopError) -> Void) {
         // A replaced handler goes after the lock: its captures may call back into the listener.
-        let replaced = shedHandler.withLock { stored in
-            defer { stored = handler }
-            return stored
+        let replaced = shared.withLock { shared in
+            defer { shared.shedHandler = handler }
+            return shared.shedHandler
         }
         withExtendedLifetime(replaced) {}
     }
@@ -118,12 +123,14 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     ///
     /// Any thread, including from the accept handler.
     public func invalidate() {
+        // Invalid from here on, before the source closes the descriptor.
+        shared.withLock { $0.lifecycle.invalidationBegan() }
         descriptorSource.invalidate()
         // The source tells a listener it holds (one in a loop); this covers one in no loop.
         descriptorSourceInvalidated()
     }
 
-    func withResidency<R>(_ body: (inout Residency) -> R) -> R { residency.withLock(body) }
+    func withResidency<R>(_ body: (inout Residency) -> R) -> R { shared.withLock { body(&$0.residency) } }
 
     func descriptorReady(_ events: LoopDescriptorSource.Events) {
         acceptBatch(descriptorSource.fileDescriptor)
@@ -131,12 +138,15 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
 
     func descriptorSourceInvalidated() {
         // Once: a later listener may have bound the same Unix path by the time of a second call.
-        guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let handler = shared.withLock { shared -> ((LoopListener, LoopError) -> Void)?? in
+            guard shared.lifecycle.finish() else { return nil }
+            return .some(shared.shedHandler.take())
+        }
+        guard let handler else { return }
         closeReserve()
         if let unixPath { Platform.removePath(unixPath) }
         // Released after the lock, like a replaced one: a handler that captured the listener
         // would otherwise keep it alive for good.
-        let handler = shedHandler.withLock { $0.take() }
         withExtendedLifetime(handler) {}
         leaveLoop()
     }
@@ -153,7 +163,8 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         guard case .success(let again) = Platform.openPlaceholderDescriptor() else { return false }
         if !reserve.compareExchange(expected: -1, desired: again, ordering: .acquiringAndReleasing).exchanged {
             Platform.closeDescriptor(again)
-        } else if !descriptorSource.isValid {
+        } else if !isValid {
+            // Finished since the look above: its reserve was closed before this one was stored.
             closeReserve()
         }
         return true
@@ -162,7 +173,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     // MARK: Accepting (loop thread)
 
     private func acceptBatch(_ listener: Int32) {
-        guard let loop = residency.withLock({ $0.loop }) else { return }
+        guard let loop = withResidency({ $0.loop }) else { return }
         for _ in 0..<LoopListener.acceptBatch {
             let descriptor: Int32
             let remote: SocketAddress
@@ -179,7 +190,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
             }
             Platform.disableNagle(descriptor, for: remote)
             // The connection shares the listener's list of modes (no copy of its own).
-            let modes = residency.withLock { $0.modes }
+            let modes = withResidency { $0.modes }
             let connection = LoopConnection(
                 accepted: descriptor, local: Platform.address(of: descriptor) ?? localAddress, remote: remote,
                 loop: loop, modes: modes)
@@ -189,7 +200,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
             } else {
                 accept(connection)
             }
-            guard descriptorSource.isValid else { return }
+            guard isValid else { return }
         }
     }
 
@@ -214,7 +225,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     }
 
     private func reportShed(_ failure: Errno, _ peer: SocketAddress) {
-        guard let handler = shedHandler.withLock({ $0 }) else { return }
+        guard let handler = shared.withLock({ $0.shedHandler }) else { return }
         let error = LoopError.systemCall("accept", failedWith: failure)
         handler(
             self,
@@ -224,7 +235,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     }
 
     private func pauseAccepting() {
-        guard let loop = residency.withLock({ $0.loop }) else { return }
+        guard let loop = withResidency({ $0.loop }) else { return }
         descriptorSource.events = []
         let resume = LoopTimer(after: LoopListener.exhaustionBackoff) { [weak self] _ in
             guard let self else { return }
