@@ -76,10 +76,15 @@ let package = Package(
             name: "AllocationCounter",
             path: "Tests/AllocationCounter"
         ),
+        // An epoll loop the tests drive a RunLoopKit loop from (Loop.backendDescriptor).
+        .target(
+            name: "OuterLoops",
+            path: "Tests/OuterLoops"
+        ),
         .testTarget(
             name: "RunLoopKitTests",
             dependencies: [
-                "RunLoopKit", "runloop-mainqueue-probe", "runloop-demo", "AllocationCounter",
+                "RunLoopKit", "runloop-mainqueue-probe", "runloop-demo", "AllocationCounter", "OuterLoops",
             ] + examples.map { .target(name: "example-\($0)") }
         ),
         .testTarget(

@@ -3,7 +3,11 @@
 #define _GNU_SOURCE
 #include "rlk_platform.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -78,6 +82,46 @@ int rlk_epoll_probe(int fd) {
     struct epoll_event event = {.events = EPOLLIN, .data = {.fd = fd}};
     int result = epoll_ctl(probe, EPOLL_CTL_ADD, fd, &event) == 0 ? 0 : -errno;
     close(probe);  // the registration goes with it
+    return result;
+}
+
+// Whether the epoll descriptor `epfd` lists `fd` among its registrations: its fdinfo has a line
+// "tfd: <fd> events: ..." per registered descriptor.
+static int rlk_epoll_lists(int epfd, int fd) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", epfd);
+    FILE *info = fopen(path, "re");
+    if (!info) return 0;
+    char line[256];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, info)) {
+        int registered;
+        if (sscanf(line, "tfd: %d", &registered) == 1 && registered == fd) found = 1;
+    }
+    fclose(info);
+    return found;
+}
+
+int rlk_epoll_watching(int fd) {
+    DIR *directory = opendir("/proc/self/fd");
+    if (!directory) return -errno;
+    int own = dirfd(directory);
+    int result = -1;
+    struct dirent *entry;
+    while (result < 0 && (entry = readdir(directory)) != NULL) {
+        char *end;
+        long candidate = strtol(entry->d_name, &end, 10);
+        if (*end != '\0' || end == entry->d_name || candidate == own) continue;
+        char link[64], target[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%ld", candidate);
+        ssize_t length = readlink(link, target, sizeof target - 1);
+        if (length <= 0) continue;
+        target[length] = '\0';
+        if (strcmp(target, "anon_inode:[eventpoll]") == 0 && rlk_epoll_lists((int)candidate, fd)) {
+            result = (int)candidate;
+        }
+    }
+    closedir(directory);
     return result;
 }
 

@@ -38,6 +38,11 @@ int rlk_descriptor_type(int fd);
 /// no scratch instance could be made (out of descriptors: nothing is known then).
 int rlk_epoll_probe(int fd);
 
+/// The epoll descriptor of this process that has `fd` registered, found through /proc/self/fd
+/// and /proc/self/fdinfo (each epoll descriptor's `tfd:` lines); -1 if none has it, -errno if
+/// /proc/self/fd cannot be read.
+int rlk_epoll_watching(int fd);
+
 /// MSG_NOSIGNAL, for `send` and `sendmsg`: a peer that has gone raises no SIGPIPE. (A constant of
 /// an anonymous enum in glibc, which Swift's Glibc module does not always import.)
 static inline int rlk_msg_nosignal(void) { return MSG_NOSIGNAL; }

@@ -53,8 +53,28 @@ final class LibeventBackend: EventBackend {
     /// the loop checks its inbox and its timers' fire dates in memory before it sleeps.
     var hasPollableEvents: Bool {
         assertLoopThread()
-        return watchedCount > 0 || mainQueueEvent != nil
+        return watchedCount > 0 || mainQueueEvent != nil || embeddingDescriptor != nil
     }
+
+    /// libevent's epoll descriptor, once another loop polls it (`Loop.backendDescriptor`): from
+    /// then on every pass polls, so that the wake-up eventfd and the timerfd are read and the
+    /// descriptor is not left readable for work already done.
+    private var embeddingDescriptor: Int32?
+
+    /// libevent's epoll descriptor: the one of this process that has the loop's wake-up eventfd
+    /// registered. libevent has no call that returns it; its epoll backend registers the eventfd
+    /// at once (`event_add` above), so the descriptor is found by what it watches. nil if libevent
+    /// runs another method (`EVENT_NOEPOLL` set in the environment).
+    func epollDescriptor() -> Int32? {
+        assertLoopThread()
+        if let embeddingDescriptor { return embeddingDescriptor }
+        guard String(cString: event_base_get_method(base)) == "epoll" else { return nil }
+        embeddingDescriptor = Platform.epollDescriptor(watching: wakeDescriptor)
+        return embeddingDescriptor
+    }
+
+    /// Whether another loop polls the backend's descriptor.
+    var isEmbedded: Bool { embeddingDescriptor != nil }
 
     /// The loop's thread, which alone may use the backend (checked in debug builds).
     private let thread = Platform.currentThread

@@ -70,7 +70,9 @@ extension Loop {
     /// checks the thread.
     @inline(__always)
     func wakeUpIfForeign() {
-        guard !isCurrentThread else { return }
+        // On the loop's thread the loop sees the change at its next look, unless another loop
+        // drives it: that one waits on the backend's descriptor, which the write makes readable.
+        guard !isCurrentThread || backend?.isEmbedded == true else { return }
         inbox.wake(endsNextSleep: false)
     }
 

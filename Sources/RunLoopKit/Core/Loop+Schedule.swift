@@ -145,6 +145,27 @@ extension Loop {
         }
     }
 
+    /// The earliest fire time of the scheduled blocks that may run in one of `modes` (`isCommon`:
+    /// they are common modes, where blocks for `.common` run); nil when none. Any thread; a walk
+    /// over the queue, for `nextTimerFireDate(forMode:)`, which is not on the loop's path.
+    func nextScheduledFireTicks(for modes: Set<Mode>, isCommon: Bool) -> Ticks? {
+        guard scheduledPending.load(ordering: .acquiring) > 0 else { return nil }
+        return scheduledQueue.withLock { queue in
+            var earliest: Ticks?
+            for entry in queue.heap.entries where entry.element.place.state == .queued {
+                let handle = entry.element
+                let runsHere =
+                    if let named = handle.modes {
+                        named.contains(where: modes.contains) || (isCommon && named.contains(.common))
+                    } else {
+                        isCommon
+                    }
+                if runsHere, earliest.map({ handle.fireTicks < $0 }) ?? true { earliest = handle.fireTicks }
+            }
+            return earliest
+        }
+    }
+
     /// At teardown: no more scheduling; the blocks that never ran are released, their handles
     /// cancelled.
     func closeScheduledQueue() {

@@ -130,6 +130,13 @@ extension Platform {
         }
     }
 
+    /// The epoll descriptor of this process that has `descriptor` registered, or nil (none has
+    /// it, or /proc/self/fd cannot be read): `rlk_epoll_watching`, through /proc/self/fdinfo.
+    static func epollDescriptor(watching descriptor: Int32) -> Int32? {
+        let found = rlk_epoll_watching(descriptor)
+        return found >= 0 ? found : nil
+    }
+
     /// `fstat`'s file type bits (`S_IFMT`) for `descriptor`.
     private static func descriptorType(_ descriptor: Int32) -> Result<Int32, Errno> {
         let type = rlk_descriptor_type(descriptor)  // the type, or -errno
