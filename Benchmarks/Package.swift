@@ -2,7 +2,8 @@
 import PackageDescription
 
 // The benchmark: RunLoopKit side by side with Foundation's RunLoop, and raw libevent, libuv and
-// GLib in C. A package of its own so that RunLoopKit's users are never asked for libuv or GLib.
+// GLib in C; and the tests of a RunLoopKit loop inside GLib's main loop. A package of its own so
+// that RunLoopKit's users are never asked for libuv or GLib.
 let package = Package(
     name: "RunLoopKitBenchmarks",
     products: [
@@ -53,6 +54,16 @@ let package = Package(
         .testTarget(
             name: "BenchTests",
             dependencies: ["runloop-bench"]
+        ),
+        // GLib's main loop driving a RunLoopKit loop, as a GTK program would: GLib is a test-only
+        // dependency here, beside the benchmark's, never RunLoopKit's.
+        .target(
+            name: "CGLibDriver",
+            dependencies: ["CGLib"]
+        ),
+        .testTarget(
+            name: "GLibEmbeddingTests",
+            dependencies: [.product(name: "RunLoopKit", package: "RunLoopKit"), "CGLibDriver"]
         ),
     ],
     swiftLanguageModes: [.v6]
