@@ -53,6 +53,7 @@ DOCC = {
     "WritingAServer.md": [TESTS + "DocumentationServerTests.swift", TESTS + "GuideServerTests.swift"],
     "TLSConnections.md": [TESTS + "GuideTLSTests.swift"],
     "DatagramSockets.md": [TESTS + "DatagramTests.swift"],
+    "InsideAnotherLoop.md": [TESTS + "EmbeddingTests.swift"],
     "Concurrency.md": [TESTS + "DocumentationTests.swift", TESTS + "GuideConcurrencyTests.swift"],
     "Visibility.md": [TESTS + "DocumentationTests.swift", TESTS + "GuideVisibilityTests.swift"],
 }
@@ -69,6 +70,7 @@ PROGRAMS = {
     "Concurrency.md": ["isolated-port", "actor", "executor-preference", "main-queue"],
     "Visibility.md": ["metrics", "hang-monitor", "tracer", "instrument"],
     "WritingAServer.md": ["chat-server", "echo"],
+    "InsideAnotherLoop.md": ["inside-another-loop"],
     "README.md": ["readme"],
 }
 

@@ -150,4 +150,14 @@ import Testing
             keeper.invalidate()
         }
     }
+
+    /// InsideAnotherLoop.md's program: its own `poll` loop drives `Loop.current` on the main
+    /// thread; three timers fire in order, a block posted from another thread is served, the loop
+    /// ends when no timer is left, and the program sleeps in `poll` meanwhile.
+    @Test func theDocsPollLoopProgramServesItsTimersAndPostsThenEnds() async throws {
+        let outcome = try await expectProgram("example-inside-another-loop", within: .seconds(5))
+        #expect(outcome.lines.filter { $0.hasPrefix("tick") } == ["tick 1", "tick 2", "tick 3"], "\(outcome)")
+        #expect(outcome.lines.contains("posted from another thread"), "\(outcome)")
+        #expect(outcome.lines.last == "done", "\(outcome)")
+    }
 }
