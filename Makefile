@@ -84,6 +84,7 @@ deps:
 	$(call install-missing,$(LIBRARY_DEPS))
 	@command -v openssl >/dev/null 2>&1 || scripts/apt-install.sh openssl
 	@command -v tmux >/dev/null 2>&1 || scripts/apt-install.sh tmux
+	@command -v systemd-socket-activate >/dev/null 2>&1 || scripts/apt-install.sh systemd
 
 bench-deps: deps
 	$(call install-missing,$(BENCH_DEPS))

@@ -5,10 +5,12 @@ import PackageDescription
 // an executable of its own built from Examples/<name>/main.swift, which holds the program as the
 // documentation shows it. The tests run them as child processes, as a user would.
 let examples = [
-    "actor", "background-thread", "burst", "chat-server", "child-exit", "echo", "executor-preference", "frame-link",
+    "actor", "async-server", "background-thread", "burst", "chat-server", "child-exit", "echo", "executor-preference",
+    "frame-link",
     "hang-monitor", "import-mode", "inside-another-loop", "instrument", "isolated-port", "main-queue", "metrics",
     "modal", "modes", "observer",
-    "overview", "perform", "pipe-reader", "port", "readme", "schedule", "signal", "sort", "stdin-lines", "supervisor",
+    "overview", "perform", "pipe-reader", "port", "readme", "schedule", "signal", "socket-activated", "sort",
+    "stdin-lines", "supervisor",
     "timers", "tolerance", "tracer",
 ]
 

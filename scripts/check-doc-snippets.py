@@ -69,7 +69,7 @@ PROGRAMS = {
     "WorkOffTheLoop.md": ["child-exit", "supervisor", "sort"],
     "Concurrency.md": ["isolated-port", "actor", "executor-preference", "main-queue"],
     "Visibility.md": ["metrics", "hang-monitor", "tracer", "instrument"],
-    "WritingAServer.md": ["chat-server", "echo"],
+    "WritingAServer.md": ["chat-server", "echo", "async-server", "socket-activated"],
     "InsideAnotherLoop.md": ["inside-another-loop"],
     "README.md": ["readme"],
 }

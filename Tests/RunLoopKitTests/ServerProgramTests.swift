@@ -113,4 +113,13 @@ private final class LineClient {
         #expect(outcome.lines.first?.hasPrefix("listening on 127.0.0.1:") == true, "\(outcome)")
         #expect(Array(outcome.lines.dropFirst()) == ["one", "two", "three", ""], "\(outcome)")
     }
+
+    /// WritingAServer.md, "Connections as an async sequence": `for await` over a handler-less
+    /// listener's connections at the top level of main.swift, three clients of the program's
+    /// own, and the sequence's end when they invalidate the listener.
+    @Test func theAsyncServerGreetsThreeClientsThenEnds() async throws {
+        let outcome = try await expectProgram("example-async-server", within: .seconds(10))
+        #expect(
+            outcome.lines == ["hello, client 1", "hello, client 2", "hello, client 3", "served 3"], "\(outcome)")
+    }
 }

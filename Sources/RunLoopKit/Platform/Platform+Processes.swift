@@ -117,6 +117,11 @@ extension Platform {
         getenv(name).map { String(cString: $0) }
     }
 
+    /// `unsetenv(name)`: removes the variable from this process's environment (and its children's).
+    static func removeEnvironmentVariable(_ name: String) {
+        unsetenv(name)
+    }
+
     // MARK: pidfds
 
     /// `pidfd_open(pid, 0)`: a close-on-exec descriptor that turns readable when the child exits.

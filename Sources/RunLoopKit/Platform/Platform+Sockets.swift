@@ -43,6 +43,28 @@ extension Platform {
         }
     }
 
+    /// Readies a listening stream socket the process inherited (systemd, a supervisor) for a
+    /// listener: throws unless it is open (`EBADF`), a socket (`ENOTSOCK`), a stream socket and
+    /// listening (`EINVAL`); then makes it non-blocking and close-on-exec.
+    static func adoptListeningSocket(_ descriptor: Int32) throws(LoopError) {
+        func option(_ name: Int32) throws(LoopError) -> Int32 {
+            var value: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            return try retryingInterrupts { getsockopt(descriptor, SOL_SOCKET, name, &value, &length) }
+                .map { _ in value }.get(failing: "getsockopt(descriptor \(descriptor))")
+        }
+        let type = try option(SO_TYPE)
+        guard type == streamKind else {
+            throw LoopError("descriptor \(descriptor) is not a stream socket (type \(type))", systemError: EINVAL)
+        }
+        guard try option(SO_ACCEPTCONN) != 0 else {
+            throw LoopError("descriptor \(descriptor) is a stream socket that is not listening", systemError: EINVAL)
+        }
+        try setNonBlocking(descriptor).get(failing: "fcntl(descriptor \(descriptor), O_NONBLOCK)")
+        try retryingInterrupts { fcntl(descriptor, F_SETFD, FD_CLOEXEC) }.map { _ in }
+            .get(failing: "fcntl(descriptor \(descriptor), FD_CLOEXEC)")
+    }
+
     /// `connect` on a non-blocking socket: success once the attempt has started (or already
     /// connected), its outcome to be read with `pendingError` when the socket turns writable. An
     /// interrupted connect has started too (the EINTR rule). A Unix socket whose listener's backlog

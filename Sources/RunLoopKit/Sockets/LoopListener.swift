@@ -25,6 +25,9 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     public let localAddress: SocketAddress
 
     private let accept: (LoopConnection) -> Void
+    /// A listener made without a handler: the connections waiting for `connections`' consumers
+    /// (`LoopListener+Connections.swift`).
+    let incoming: IncomingConnections?
     /// A TLS listener's handshake settings: set in its `init` (`LoopListener+TLS.swift`), before
     /// the listener is shared.
     var tls: TLSStart?
@@ -72,6 +75,42 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
         localAddress = Platform.address(of: descriptor) ?? address
         unixPath = address.unixPath
         self.accept = accept
+        incoming = nil
+        serve(descriptor)
+    }
+
+    /// Binds a listening socket as the init above does, for async code: with no handler, the
+    /// connections it accepts wait for ``connections``' consumers, and accepting pauses while 64
+    /// wait unconsumed.
+    ///
+    /// Any thread. Throws as the init above.
+    public init(address: SocketAddress, backlog: Int = 1024, reusePort: Bool = false) throws(LoopError) {
+        precondition(backlog >= 0, "RunLoopKit: LoopListener needs a backlog of 0 or more, not \(backlog)")
+        let descriptor = try Platform.listeningSocket(on: address, backlog: backlog, reusePort: reusePort)
+        localAddress = Platform.address(of: descriptor) ?? address
+        unixPath = address.unixPath
+        let incoming = IncomingConnections()
+        accept = { incoming.deliver($0) }
+        self.incoming = incoming
+        serve(descriptor)
+        incoming.attach(to: self)
+    }
+
+    /// A listener over `descriptor`, a listening socket `Platform.adoptListeningSocket` readied
+    /// (`LoopListener+Adopting.swift`). A Unix socket's path is not the listener's: it stays.
+    init(adopted descriptor: Int32, _ accept: sending @escaping (LoopConnection) -> Void) throws(LoopError) {
+        guard let address = Platform.address(of: descriptor) else {
+            throw LoopError("the address of descriptor \(descriptor) cannot be read", systemError: EINVAL)
+        }
+        localAddress = address
+        unixPath = nil
+        self.accept = accept
+        incoming = nil
+        serve(descriptor)
+    }
+
+    /// Takes `descriptor`, a listening socket, and a reserve descriptor: the last step of an init.
+    private func serve(_ descriptor: Int32) {
         reserve.store((try? Platform.openPlaceholderDescriptor().get()) ?? -1, ordering: .relaxed)
         sourceSlot = LoopDescriptorSource(client: descriptor, events: .readable)
     }
@@ -85,6 +124,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
             Platform.removePath(unixPath)
         }
         closeReserve()
+        incoming?.end()
     }
 
     /// Whether the listener is still listening (not invalidated).
@@ -143,6 +183,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
             return .some(shared.shedHandler.take())
         }
         guard let handler else { return }
+        incoming?.end()
         closeReserve()
         if let unixPath { Platform.removePath(unixPath) }
         // Released after the lock, like a replaced one: a handler that captured the listener
@@ -200,7 +241,8 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
             } else {
                 accept(connection)
             }
-            guard isValid else { return }
+            // A handler-less listener stops at 64 connections waiting for their consumers.
+            guard isValid, incoming?.isFull != true else { return }
         }
     }
 
