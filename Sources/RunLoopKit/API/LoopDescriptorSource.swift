@@ -55,6 +55,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     public let fileDescriptor: Int32
     /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
     @exclusivity(unchecked) var membership = Membership()
+    /// Its index in each mode's descriptor sources (`ModeSlots`); guarded by its loop's `state` lock.
+    @exclusivity(unchecked) var positions = ModePositions<UInt32>()
     /// Called once, just before a library-owned descriptor is closed (a signal source unroutes
     /// its signal, so that no handler writes to a closed or reused descriptor number). In a box:
     /// one word, where the closure takes two, and only signal sources have one.
