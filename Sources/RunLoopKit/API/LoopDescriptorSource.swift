@@ -44,8 +44,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// connection, mostly idle (docs/performance-notes.md#memory-per-connection).
     @exclusivity(unchecked) var core: ItemCore<State>
     // The stored layout is in declaration order: the flag and the descriptor fill the end of
-    // `core`'s last word, and the registration, last, needs no padding after it (a server holds
-    // one source per connection).
+    // `core`'s last word, and the registration needs no padding after it but two bytes before the
+    // positions, last, which only adding and removing the source reads (a server holds one source
+    // per connection).
 
     /// For sources the library creates over its own descriptors: closed once libevent has let go.
     let closesDescriptor: Bool
@@ -62,6 +63,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Its event in its loop's backend (`LibeventBackend`), in the source rather than in a table
     /// of the backend's: loop thread only.
     @exclusivity(unchecked) var registration = LibeventRegistration()
+    /// Its index in each mode's descriptor sources (`ModeSlots`); guarded by its loop's `state` lock.
+    @exclusivity(unchecked) var positions = ModePositions<UInt32>()
 
     /// See `beforeClosing`.
     private final class BeforeClosing: Sendable {

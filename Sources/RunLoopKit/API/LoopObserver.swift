@@ -35,7 +35,7 @@ public final class LoopObserver: @unchecked Sendable {
     @exclusivity(unchecked) var membership = Membership()
     /// Its sort key's insertion sequence in each mode (ties of `order` go by it); guarded by the
     /// owning loop's `state` lock.
-    @exclusivity(unchecked) var positions = ModePositions()
+    @exclusivity(unchecked) var positions = ModePositions<UInt64>()
     /// Set while the handler runs; only touched on the loop's thread.
     @exclusivity(unchecked) private var isRunning = false
 

@@ -8,15 +8,6 @@ import Synchronization
 /// runs it again. Unlike CFRunLoop, `signal()` also wakes the loop. A source belongs to one loop
 /// (in any number of its modes).
 public final class LoopSource: @unchecked Sendable {
-    /// Signalled sources run in ascending order.
-    ///
-    /// Any thread.
-    public let order: Int
-    /// A port's readiness (see `init(order:readiness:_:)`); nil for a custom source.
-    private let readiness: (@Sendable () -> UInt64?)?
-    /// Whether this is a port's source.
-    var isPort: Bool { readiness != nil }
-
     struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
         var isValid = true
         var isSignalled = false
@@ -30,8 +21,20 @@ public final class LoopSource: @unchecked Sendable {
     @exclusivity(unchecked) var core: ItemCore<State>
     /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
     @exclusivity(unchecked) var membership = Membership()
-    /// Its index in each mode's sources; guarded by its loop's `state` lock.
-    @exclusivity(unchecked) var positions = ModePositions()
+    /// Its index in each mode's sources (`ModeSlots`); guarded by its loop's `state` lock.
+    @exclusivity(unchecked) var positions = ModePositions<UInt32>()
+    // The stored layout is in declaration order: what adding and removing a source touches
+    // (its reference count, `core`, `membership`, `positions`) comes first, on as few cache
+    // lines as it can (a removal in random order misses on each).
+
+    /// Signalled sources run in ascending order.
+    ///
+    /// Any thread.
+    public let order: Int
+    /// A port's readiness (see `init(order:readiness:_:)`); nil for a custom source.
+    private let readiness: (@Sendable () -> UInt64?)?
+    /// Whether this is a port's source.
+    var isPort: Bool { readiness != nil }
     private static let signalClock = Atomic<UInt64>(0)
 
     /// A process-wide increasing stamp: the order sources and ports became ready in.

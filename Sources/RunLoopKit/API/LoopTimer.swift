@@ -8,11 +8,6 @@ import Synchronization
 /// mode) fires once when it can and keeps its phase: the next fire date is the first
 /// `start + k × interval` after now. The handler runs on the loop's thread.
 public final class LoopTimer: @unchecked Sendable {
-    /// The repeat interval, or nil for a one-shot timer.
-    ///
-    /// Any thread.
-    public let interval: Duration?
-
     /// What a repeating timer does about fires it missed because the loop was busy or running a
     /// mode without it.
     public enum MissedFirePolicy: Sendable, Hashable {
@@ -26,11 +21,9 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     struct State: ItemState, @unchecked Sendable {  // the handler only ever runs on the loop thread
-        /// The fire date as an offset from `TickClock.origin`: `Duration` has a fixed layout and
-        /// `ContinuousClock.Instant` does not (it is resilient), and a resilient field made every
-        /// access to the state a witness-table call.
-        var fireOffset: Duration
-        var tolerance: Duration
+        // What adding and invalidating a timer read and write first, the dates only a reschedule
+        // reads last (see the note on the stored layout below).
+
         /// `fireOffset` and `fireOffset + tolerance` in ticks, kept in step with them: a loop reads
         /// them for every heap entry it pushes, and the conversion is 128-bit arithmetic.
         var fireTicks: Ticks = 0
@@ -41,6 +34,11 @@ public final class LoopTimer: @unchecked Sendable {
         var link: LoopLink?
         var missedFirePolicy: MissedFirePolicy = .keepPhase
         var isValid = true
+        /// The fire date as an offset from `TickClock.origin`: `Duration` has a fixed layout and
+        /// `ContinuousClock.Instant` does not (it is resilient), and a resilient field made every
+        /// access to the state a witness-table call.
+        var fireOffset: Duration
+        var tolerance: Duration
 
         var fireDate: ContinuousClock.Instant {
             get { TickClock.origin + fireOffset }
@@ -82,6 +80,15 @@ public final class LoopTimer: @unchecked Sendable {
     let liveGeneration = Atomic<UInt64>(0)
     /// Beside `core`, not in it (see `ItemCore`); guarded by its loop's `state` lock.
     @exclusivity(unchecked) var membership = Membership()
+    // The stored layout is in declaration order: what adding and invalidating a timer touches
+    // (its reference count, `core`'s first fields and its lock word, `liveGeneration`,
+    // `membership`) comes first, on as few cache lines as it can (timers added and removed in
+    // random order miss on each); `interval`, read when a timer fires, last.
+
+    /// The repeat interval, or nil for a one-shot timer.
+    ///
+    /// Any thread.
+    public let interval: Duration?
 
     /// Creates a timer that fires at `fireAt`, then every `interval` if one is given.
     ///
@@ -97,8 +104,8 @@ public final class LoopTimer: @unchecked Sendable {
         // only for a negative one. The handler is consumed: a copy of the (owned) `sending`
         // parameter costs a retain and a release per timer (docs/performance-notes.md#instructions-per-timer).
         var state = State(
-            fireOffset: fireAt - TickClock.origin, tolerance: tolerance.attoseconds < 0 ? .zero : tolerance,
-            handler: consume handler, missedFirePolicy: missedFirePolicy)
+            handler: consume handler, missedFirePolicy: missedFirePolicy, fireOffset: fireAt - TickClock.origin,
+            tolerance: tolerance.attoseconds < 0 ? .zero : tolerance)
         state.updateTicks()
         self.core = ItemCore(consume state)
     }

@@ -22,7 +22,10 @@ extension Loop {
     func syncDescriptors(for mode: Mode, _ backend: LibeventBackend) {
         if backend.registeredMode != mode {
             let sources = state.withLock { state in
-                state.withExistingItems(of: mode) { Array($0.descriptors) } ?? []
+                state.withExistingItems(of: mode) { items -> [LoopDescriptorSource] in
+                    items.descriptors.squeezeIfSparse(items.slot)
+                    return Array(items.descriptors)
+                } ?? []
             }
             backend.registeredMode = mode
             for source in sources {
@@ -98,30 +101,4 @@ extension Loop {
             return handled
         }
     }
-}
-
-/// A mode's descriptor sources, by identity: one word per entry of the hash table, where a
-/// dictionary keyed by `ObjectIdentifier` stores two (a server holds one source per connection).
-struct DescriptorSet: Sequence {
-    private var entries = Set<Entry>()
-
-    struct Entry: Hashable {
-        let source: LoopDescriptorSource
-
-        static func == (lhs: Entry, rhs: Entry) -> Bool { lhs.source === rhs.source }
-        func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(source)) }
-    }
-
-    var isEmpty: Bool { entries.isEmpty }
-
-    mutating func insert(_ source: LoopDescriptorSource) { entries.insert(Entry(source: source)) }
-
-    mutating func remove(_ source: LoopDescriptorSource) { entries.remove(Entry(source: source)) }
-
-    struct Iterator: IteratorProtocol {
-        var base: Set<Entry>.Iterator
-        mutating func next() -> LoopDescriptorSource? { base.next()?.source }
-    }
-
-    func makeIterator() -> Iterator { Iterator(base: entries.makeIterator()) }
 }

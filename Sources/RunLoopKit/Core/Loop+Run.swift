@@ -187,7 +187,9 @@ extension Loop {
         // Ports are served after the sleep (step 2.5): one of this mode with messages waiting
         // means no sleep; the flag alone may stand for another mode's port.
         if portSignalled.load(ordering: .acquiring),
-            withView(of: mode, walking: true, { $0.sources.contains(where: { $0.isPort && $0.pendingSignal != nil }) })
+            withView(
+                of: mode, walking: true,
+                { $0.sources.contains(where: { $0?.isPort == true && $0?.pendingSignal != nil }) })
         {
             return true
         }
@@ -294,7 +296,7 @@ extension Loop {
         var single: LoopSource?
         var several = false
         withView(of: mode, walking: true) { view in
-            for source in view.sources where source.isPort == ports && source.pendingSignal != nil {
+            for case let source? in view.sources where source.isPort == ports && source.pendingSignal != nil {
                 guard single == nil else {
                     several = true
                     break
@@ -322,7 +324,7 @@ extension Loop {
             onThread.signalledScratch = signalled
         }
         withView(of: mode, walking: true) { view in
-            for source in view.sources where source.isPort == ports {
+            for case let source? in view.sources where source.isPort == ports {
                 if let since = source.pendingSignal { signalled.append((source, since)) }
             }
         }

@@ -17,15 +17,15 @@ struct ModeItems {
     var observerMask: Loop.Activity = []
     /// How many observers watch each activity (by bit), so that the mask is kept in O(1).
     private var activityCounts = ActivityCounts()
-    /// In no particular order (they are performed sorted by order and signal time): each source
-    /// records its index per mode, and removal moves the last one into its place, O(1).
-    var sources: [LoopSource] = []
+    /// In no particular order (they are performed sorted by order and signal time), O(1) to add
+    /// and remove (`ModeSlots`).
+    var sources = ModeSlots<LoopSource>()
     /// Heap entries popped or compacted away under the lock, for the caller to release after it
     /// (a stale entry may hold a removed timer's last reference, and its handler's captures may
     /// call into the loop as they go).
     var dropped: [TimerHeap.Entry] = []
-    /// A set for O(1) removal: a server adds and removes one per connection.
-    var descriptors = DescriptorSet()
+    /// As `sources`: a server adds and removes one per connection.
+    var descriptors = ModeSlots<LoopDescriptorSource>()
 
     init(mode: Loop.Mode, slot: ModeSlot) {
         self.mode = mode
@@ -45,22 +45,6 @@ struct ModeItems {
     mutating func removeObserver(_ observer: LoopObserver, sequence: UInt64) {
         observers.remove(observer, sequence: sequence)
         observerMask = activityCounts.remove(observer.activities)
-    }
-
-    /// Enters `source` at the end of the sources, recording its index.
-    mutating func insertSource(_ source: LoopSource) {
-        source.positions[slot] = sources.count
-        sources.append(source)
-    }
-
-    /// Takes `source` out, moving the last source into its place.
-    mutating func removeSource(_ source: LoopSource) {
-        let index = source.positions.remove(slot)
-        assert(sources[index] === source, "RunLoopKit: a source missing from its mode")
-        let last = sources.removeLast()
-        guard index < sources.count else { return }
-        last.positions[slot] = index
-        sources[index] = last
     }
 
     /// Places the timer's schedule in the heaps. In the timer's first mode an exact schedule goes

@@ -77,41 +77,53 @@ struct ModeList: Sequence {
     func makeIterator() -> Iterator { Iterator(list: self) }
 }
 
-/// A number per mode for an item, by mode number, the first two inline: where a source sits in
-/// each mode's array, or an observer's sort key there. Guarded by the owning loop's `state` lock.
-struct ModePositions {
+/// A number per mode for an item, by mode number, the first two inline and the rest in a short
+/// array (no dictionary: an item is in a few modes): where a source sits in each mode's array
+/// (`ModeSlots`), or an observer's sort key there. Guarded by the owning loop's `state` lock.
+struct ModePositions<Value: FixedWidthInteger> {
     private var firstSlot = ModeSlot.max
-    private var firstValue = 0
     private var secondSlot = ModeSlot.max
-    private var secondValue = 0
-    private var others: [ModeSlot: Int] = [:]
+    private var firstValue: Value = 0
+    private var secondValue: Value = 0
+    private var others: [(slot: ModeSlot, value: Value)] = []
 
     /// The number recorded for `slot`; the caller recorded one.
-    subscript(slot: ModeSlot) -> Int {
-        get {
+    subscript(slot: ModeSlot) -> Value {
+        @inline(__always) get {
             if firstSlot == slot { return firstValue }
             if secondSlot == slot { return secondValue }
-            return others[slot]!
+            return others[otherIndex(slot)!].value
         }
-        set {
+        @inline(__always) set {
             if firstSlot == slot {
                 firstValue = newValue
             } else if secondSlot == slot {
                 secondValue = newValue
-            } else if !others.isEmpty, others[slot] != nil {
-                others[slot] = newValue
-            } else if firstSlot == .max {
-                (firstSlot, firstValue) = (slot, newValue)
-            } else if secondSlot == .max {
-                (secondSlot, secondValue) = (slot, newValue)
             } else {
-                others[slot] = newValue
+                setOther(slot, newValue)
             }
         }
     }
 
+    private mutating func setOther(_ slot: ModeSlot, _ value: Value) {
+        if let index = otherIndex(slot) {
+            others[index].value = value
+        } else if firstSlot == .max {
+            (firstSlot, firstValue) = (slot, value)
+        } else if secondSlot == .max {
+            (secondSlot, secondValue) = (slot, value)
+        } else {
+            others.append((slot, value))
+        }
+    }
+
+    private func otherIndex(_ slot: ModeSlot) -> Int? {
+        others.isEmpty ? nil : others.firstIndex { $0.slot == slot }
+    }
+
     /// Forgets `slot`'s number and returns it.
-    mutating func remove(_ slot: ModeSlot) -> Int {
+    @inline(__always)
+    mutating func remove(_ slot: ModeSlot) -> Value {
         if firstSlot == slot {
             firstSlot = .max
             return firstValue
@@ -120,7 +132,7 @@ struct ModePositions {
             secondSlot = .max
             return secondValue
         }
-        return others.removeValue(forKey: slot)!
+        return others.remove(at: otherIndex(slot)!).value
     }
 }
 

@@ -64,32 +64,31 @@ extension LoopTimer: WordLockedItem {
 
 extension LoopObserver: WordLockedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
-        positions[items.slot] = Int(truncatingIfNeeded: sequence)
+        positions[items.slot] = sequence
         items.insertObserver(self, sequence: sequence)
     }
 
     func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
-        let sequence = UInt64(truncatingIfNeeded: positions.remove(items.slot))
-        items.removeObserver(self, sequence: sequence)
+        items.removeObserver(self, sequence: positions.remove(items.slot))
     }
 }
 
-extension LoopSource: WordLockedItem {
+extension LoopSource: WordLockedItem, SlottedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
-        items.insertSource(self)
+        items.sources.insert(self, in: items.slot)
     }
 
     func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
-        items.removeSource(self)
+        items.sources.remove(self, from: items.slot)
     }
 }
 
-extension LoopDescriptorSource: WordLockedItem {
+extension LoopDescriptorSource: WordLockedItem, SlottedItem {
     func join(_ items: inout ModeItems, sequence: UInt64) {
-        items.descriptors.insert(self)
+        items.descriptors.insert(self, in: items.slot)
     }
 
     func leave(_ items: inout ModeItems, garbage: inout [TimerHeap]) {
-        items.descriptors.remove(self)
+        items.descriptors.remove(self, from: items.slot)
     }
 }

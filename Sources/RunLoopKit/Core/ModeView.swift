@@ -16,7 +16,8 @@ final class ModeView {
     /// them, a change from another thread copies the whole array (copy on write), so a view made
     /// for the scalars (every pass after a change) must not, or each change would cost O(n).
     let observers: [ObserverEntry]
-    let sources: [LoopSource]
+    /// With holes where sources left (`ModeSlots`).
+    let sources: [LoopSource?]
     /// Whether `observers` and `sources` are the tables' (otherwise they are empty).
     let hasArrays: Bool
     let nextFireDate: Ticks?
@@ -34,7 +35,7 @@ final class ModeView {
         self.hasSourcesOrTimers = items?.hasSourcesOrTimers ?? false
         self.observerMask = items?.observerMask ?? []
         self.observers = arrays ? items?.observers.inOrder ?? [] : []
-        self.sources = arrays ? items?.sources ?? [] : []
+        self.sources = arrays ? items?.sources.entries ?? [] : []
         self.hasArrays = arrays
         self.nextFireDate = nextFireDate
         self.nextWake = nextWake
@@ -75,6 +76,8 @@ extension Loop {
             // Read inside the lock: no change can land between this and the tables read below.
             let version = state.version.current
             let view = state.withExistingItems(of: mode) { items in
+                // The walk visits every entry: holes left by removals go first.
+                if walking { items.sources.squeezeIfSparse(items.slot) }
                 // Dropping stale heap tops leaves the live tops as they were: not a change.
                 let nextFireDate = items.liveTopByFireDate()?.entry.key
                 let nextWake = items.nextWake()
