@@ -291,7 +291,7 @@ final class ConnectAttempt: @unchecked Sendable {
     func cancelOnLoop() {
         guard let connection else { return }
         self.connection = nil
-        guard connection.isConnecting || connection.tlsEngine?.isHandshaking == true else { return }
+        guard connection.isConnecting || connection.transport.isEstablishing else { return }
         connection.apply(.failed(LoopError("connecting to \(connection.remoteAddress) was cancelled")))
     }
 }

@@ -40,42 +40,32 @@ extension LoopConnection {
 
     // MARK: Reading
 
+    /// One wake-up's reading through the transport: what it gave is delivered, and an end of
+    /// stream or a failure ends the connection as its outcome says.
     private func readInput() {
-        if let tls = tlsEngine { return readTLSInput(tls) }
         // A nested run inside `onRead`: the buffer is lent out, and reading is off meanwhile.
         guard delivery.readable() else { return }
-        let limit = currentInputLimit
         let scratch = readScratch
-        var total = 0
-        var budget = LoopConnection.readsPerWakeUp * LoopConnection.readChunk
-        let (failure, ended) = readUntilDrained { index in
-            let room = min(limit - input.count, budget)
-            guard room > 0 else { return nil }
-            let asked: Int
-            let read: Result<Int, Errno>
-            if index == 0 && readsAreSmall {
-                asked = min(room, scratch.count)
-                read = Platform.receive(
-                    fileDescriptor, into: UnsafeMutableRawBufferPointer(rebasing: scratch[..<asked]))
-                if case .success(let count) = read, count > 0 {
-                    input.append(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
-                }
-            } else {
-                asked = min(room, LoopConnection.readChunk)
-                read = input.withUnique { $0.read(from: fileDescriptor, maxLength: asked) }
-            }
-            if case .success(let count) = read, count > 0 {
-                total += count
-                budget -= count
-            }
-            return (read, asked)
-        }
-        if let failure {
+        let received: Int
+        let ended: Bool
+        switch transport.receive(
+            into: &input, limit: currentInputLimit, scratch: readsAreSmall ? scratch : nil, for: self)
+        {
+        case .drained(let count), .stopped(let count):
+            (received, ended) = (count, false)
+        case .ended(let count):
+            (received, ended) = (count, true)
+        case .failed(let failure):
             fail("read from \(remoteAddress)", failure)
             return
+        case .refused(let error):
+            apply(.failed(error))
+            return
         }
-        if total > 0 {
-            readsAreSmall = total < scratch.count
+        // A transport's handshake may have handed the connection out, and it may be closed now.
+        guard !isClosed else { return }
+        if received > 0 {
+            readsAreSmall = received < scratch.count
             lastActivity = LoopConnection.coarseNow
             deliverInput()
         }
@@ -95,23 +85,22 @@ extension LoopConnection {
         boundLoop.load(ordering: .relaxed)!._withUnsafeGuaranteedRef { $0.readScratch }
     }
 
-    /// Calls `readOnce(index)` (index 0, 1, ...: one read, giving what it read and the count
-    /// asked for) until it returns nil (its own limit), the kernel has no more (a read short of
-    /// what it asked, or EAGAIN), the stream ends or a read fails. Returns the errno of a failed
-    /// read (or nil), and whether the end of stream was read.
+    /// Calls `readOnce(index)` (index 0, 1, ...: one read of the socket below the transport,
+    /// giving its outcome and the count asked for) until it returns nil (its own limit), the
+    /// socket has no more (a read short of what it asked, or EAGAIN), the stream ends or a read
+    /// fails. Returns the errno of a failed read (or nil), and whether the end of stream was read.
     private func readUntilDrained(
-        _ readOnce: (Int) -> (read: Result<Int, Errno>, asked: Int)?
+        _ readOnce: (Int) -> (read: SocketOutcome, asked: Int)?
     ) -> (failure: Errno?, ended: Bool) {
         var index = 0
         while let (read, asked) = readOnce(index) {
             index += 1
             switch read {
-            case .success(let count) where count > 0:
+            case .done(let count):
                 if count < asked { return (nil, false) }
-            case .success:
-                return (nil, true)
-            case .failure(let failure):
-                return (failure == .wouldBlock ? nil : failure, false)
+            case .wouldBlock: return (nil, false)
+            case .endOfStream: return (nil, true)
+            case .failed(let failure): return (failure, false)
             }
         }
         return (nil, false)
@@ -145,7 +134,8 @@ extension LoopConnection {
     /// (so what it holds is all there will be).
     private func dropUnreadInput() {
         let scratch = readScratch
-        let (failure, _) = readUntilDrained { _ in (Platform.receive(fileDescriptor, into: scratch), scratch.count) }
+        let socket = transport.socket
+        let (failure, _) = readUntilDrained { _ in (socket.receive(into: scratch), scratch.count) }
         if let failure { fail("read from \(remoteAddress)", failure) }
     }
 
@@ -194,10 +184,11 @@ extension LoopConnection {
     /// the connection closes once its output is out) or `lingerLimit` bytes.
     private func discardInput() {
         let scratch = readScratch
+        let socket = transport.socket
         let (failure, ended) = readUntilDrained { index in
             guard index < LoopConnection.readsPerWakeUp, discarded <= LoopConnection.lingerLimit else { return nil }
-            let read = Platform.receive(fileDescriptor, into: scratch)
-            if case .success(let count) = read { discarded += count }
+            let read = socket.receive(into: scratch)
+            if case .done(let count) = read { discarded += count }
             return (read, scratch.count)
         }
         if let failure {
@@ -235,21 +226,20 @@ extension LoopConnection {
     /// case, pays no dynamic cast for it).
     func queueOutput(_ bytes: UnsafeRawBufferPointer, of array: () -> [UInt8]?) {
         assertOnLoopThread()
-        if let tls = tlsEngine { return queueTLSOutput(bytes, tls) }
         guard acceptsOutput, bytes.count > 0 else { return }
-        var sent = 0
         let route = writeRoute()
-        if route == .send {
-            guard let count = sentCount(Platform.send(fileDescriptor, bytes)) else { return }
-            sent = count
-        }
-        if sent < bytes.count {
+        switch transport.write(bytes, sendingNow: route == .send, for: self) {
+        case .sent(let sent):
+            if sent > 0 { lastActivity = LoopConnection.coarseNow }
+            guard sent < bytes.count else { break }
             if bytes.count - sent >= LoopConnection.referencedRestMinimum, let array = array() {
                 output.append(array, from: sent)
             } else {
                 output.append(UnsafeRawBufferPointer(rebasing: bytes[sent...]))
             }
             didQueue(route)
+        case let outcome:
+            guard queued(outcome, route) else { return }
         }
         outputDidChange()
     }
@@ -258,17 +248,55 @@ extension LoopConnection {
     /// is queued and the connection has not sent yet in this pass of its loop.
     func queueOutput(_ buffer: EventBuffer) {
         assertOnLoopThread()
-        // TLS: plaintext is encrypted first; the engine's records come back here as they are.
-        if let tls = tlsEngine, buffer !== tls.session.cipherOut { return queueTLSOutput(buffer, tls) }
         guard acceptsOutput, buffer.count > 0 else { return }
         let route = writeRoute()
-        if route == .send {
-            guard sentCount(buffer.send(to: fileDescriptor)) != nil else { return }
+        switch transport.write(buffer, sendingNow: route == .send, for: self) {
+        case .sent(let sent):
+            if sent > 0 { lastActivity = LoopConnection.coarseNow }
+            if buffer.count > 0 {
+                output.moveAll(from: buffer)
+                didQueue(route)
+            }
+        case let outcome:
+            guard queued(outcome, route) else { return }
         }
-        if buffer.count > 0 {
-            output.moveAll(from: buffer)
-            didQueue(route)
+        outputDidChange()
+    }
+
+    /// What a write's outcome other than `sent` asks for: the transport's bytes queued (`rest`),
+    /// nothing (`dropped`: false), or the connection closed (false).
+    private func queued(_ outcome: WriteOutcome, _ route: WriteRoute) -> Bool {
+        switch outcome {
+        case .sent:
+            return true
+        case .encoded(let sent, let rest):
+            if sent > 0 { lastActivity = LoopConnection.coarseNow }
+            if rest.count > 0 {
+                output.moveAll(from: rest)
+                didQueue(route)
+            }
+            return true
+        case .dropped:
+            return false
+        case .failed(let failure):
+            fail("send to \(remoteAddress)", failure)
+            return false
+        case .refused(let error):
+            apply(.failed(error))
+            return false
         }
+    }
+
+    /// Bytes a transport made of its own accord (TLS records made while reading or closing) that
+    /// the socket did not take at once: queued behind what waits, for when the socket is writable
+    /// (dropped once the connection takes no more output).
+    func queueEncoded(_ rest: EventBuffer) {
+        guard acceptsOutput else {
+            rest.drain(rest.count)
+            return
+        }
+        output.moveAll(from: rest)
+        didQueue(.queue)
         outputDidChange()
     }
 
@@ -284,7 +312,7 @@ extension LoopConnection {
     /// failure closed the connection.
     func sendQueued() -> Bool {
         while queuedBytes > 0 {
-            guard let sent = sentCount(output.send(to: fileDescriptor)) else { return false }
+            guard let sent = sentCount(SocketOutcome(sent: output.send(to: fileDescriptor))) else { return false }
             if sent == 0 { break }
         }
         return true
@@ -294,14 +322,14 @@ extension LoopConnection {
     /// nothing now, EAGAIN: the rest stays queued until it turns writable), or nil once the
     /// failure has closed the connection. An interrupted send never gets here: it was made again.
     @inline(__always)
-    private func sentCount(_ sent: Result<Int, Errno>) -> Int? {
+    private func sentCount(_ sent: SocketOutcome) -> Int? {
         switch sent {
-        case .success(let count):
+        case .done(let count):
             if count > 0 { lastActivity = LoopConnection.coarseNow }
             return count
-        case .failure(let failure) where failure == .wouldBlock:
+        case .wouldBlock, .endOfStream:
             return 0
-        case .failure(let failure):
+        case .failed(let failure):
             fail("send to \(remoteAddress)", failure)
             return nil
         }

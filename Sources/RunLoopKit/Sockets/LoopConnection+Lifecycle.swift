@@ -133,7 +133,11 @@ extension LoopConnection {
     /// Applies `change`: the one place that decides what the connection does next.
     func apply(_ change: Change) {
         assertOnLoopThread()
-        if let tls = tlsEngine { tlsWillApply(change, tls) }
+        switch change {
+        case .shutdownRequested, .closeRequested: outputWillEnd()
+        case .peerEnded where !halfClosureSetting.load(ordering: .relaxed): outputWillEnd()
+        default: break
+        }
         switch (lifecycle, change) {
         case (.closed, _):
             return
@@ -222,6 +226,13 @@ extension LoopConnection {
         case (.closing, _), (.lingering, _):
             break
         }
+    }
+
+    /// A change is about to end this side's stream: an open output lets the transport end its own
+    /// first (TLS: close_notify, so that the peer reads it before the FIN).
+    private func outputWillEnd() {
+        guard case .open(_, .open) = lifecycle else { return }
+        transport.outputWillEnd(for: self)
     }
 
     /// Moves the lifecycle to `next`, a step the table allows (checked in debug builds).

@@ -128,8 +128,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     final class Extras: Sendable {
         /// A child's stream only: the calls made before it had a loop, applied there once it has one.
         let early: Locked<EarlyCalls>?
-        /// Set once, on the loop's thread, when the connection starts TLS (`LoopConnection+TLS.swift`).
-        let tls = OnceReference<TLSEngine>()
+        /// The TLS filter over the socket: set once, on the loop's thread, when the connection
+        /// starts TLS (`LoopConnection+TLS.swift`).
+        let filter = OnceReference<TLSTransport>()
 
         init(early: Locked<EarlyCalls>?) { self.early = early }
     }
@@ -142,27 +143,31 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     private var early: Locked<EarlyCalls>? { extrasSlot.load()?.early }
 
-    /// The TLS engine, for the hooks of the read, write and lifecycle paths: two inlined loads
-    /// (no field of its own: an idle plaintext connection does not pay for it).
-    var tlsEngine: TLSEngine? {
-        @inline(__always) get { extrasSlot.load()?.tls.load() }
+    /// The transport the connection's I/O goes through: its socket, or a TLS filter over it. Two
+    /// inlined loads (no field of its own: an idle plaintext connection does not pay for it).
+    /// Loop thread.
+    var transport: StreamTransport {
+        @inline(__always) get {
+            if let filter = extrasSlot.load()?.filter.load() { return .tls(filter) }
+            return .socket(SocketTransport(descriptor: fileDescriptor))
+        }
     }
 
-    /// The TLS engine's slot (`LoopConnection+TLS.swift`), in the extras.
-    var tlsSlot: TLSSlot { TLSSlot(connection: Unmanaged.passUnretained(self)) }
+    /// The TLS filter's slot (`LoopConnection+TLS.swift`), in the extras.
+    var filterSlot: FilterSlot { FilterSlot(connection: Unmanaged.passUnretained(self)) }
 
-    /// `tlsSlot`: the `AtomicLazyReference` calls the TLS code makes, on the extras' slot.
-    struct TLSSlot {
+    /// `filterSlot`: the `AtomicLazyReference` calls the TLS code makes, on the extras' slot.
+    struct FilterSlot {
         // Unretained and unmanaged: the slot is used within a call on the connection, which holds
         // it, and reading an `unowned(unsafe)` reference retained it on every read and write
         // (docs/performance-notes.md#instructions-per-request).
         let connection: Unmanaged<LoopConnection>
 
-        func load() -> TLSEngine? { connection._withUnsafeGuaranteedRef { $0.extrasSlot.load()?.tls.load() } }
+        func load() -> TLSTransport? { connection._withUnsafeGuaranteedRef { $0.extrasSlot.load()?.filter.load() } }
 
         @discardableResult
-        func storeIfNil(_ engine: TLSEngine) -> TLSEngine {
-            connection._withUnsafeGuaranteedRef { $0.makeExtras().tls.storeIfNil(engine) }
+        func storeIfNil(_ filter: TLSTransport) -> TLSTransport {
+            connection._withUnsafeGuaranteedRef { $0.makeExtras().filter.storeIfNil(filter) }
         }
     }
 

@@ -25,9 +25,6 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     public let localAddress: SocketAddress
 
     private let accept: (LoopConnection) -> Void
-    /// A TLS listener's handshake settings: set in its `init` (`LoopListener+TLS.swift`), before
-    /// the listener is shared.
-    var tls: TLSStart?
     private let residency = Locked(Residency())
     /// Set once, in `init`, before the item is shared.
     private var sourceSlot: LoopDescriptorSource! = nil
@@ -184,11 +181,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
                 accepted: descriptor, local: Platform.address(of: descriptor) ?? localAddress, remote: remote,
                 loop: loop, modes: modes)
             for mode in modes { loop.add(connection, forMode: mode) }
-            if let tls {
-                connection.startTLS(tls) { [accept] in if case .success = $0 { accept(connection) } }
-            } else {
-                accept(connection)
-            }
+            accept(connection)
             guard descriptorSource.isValid else { return }
         }
     }
