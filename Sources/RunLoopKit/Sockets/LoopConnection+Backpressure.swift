@@ -19,9 +19,9 @@ extension LoopConnection {
     ///
     /// Any thread; applied on the loop's thread, in each calling thread's order.
     public var pausesReadingWhileUnwritable: Bool {
-        get { unwritablePauseSetting.load(ordering: .acquiring) }
+        get { withSettings { $0.pausesWhileUnwritable } }
         set {
-            unwritablePauseSetting.store(newValue, ordering: .releasing)
+            withSettings { $0.pausesWhileUnwritable = newValue }
             pauseChanged(resumed: !newValue)
         }
     }
@@ -29,8 +29,7 @@ extension LoopConnection {
     /// The output fell to the low watermark (`writable` was reported): a connection paused by its
     /// output reads again, beginning with the input it holds. Loop thread only.
     func outputBecameWritable() {
-        guard unwritablePauseSetting.load(ordering: .relaxed), !readingPausedSetting.load(ordering: .relaxed)
-        else { return }
+        guard withSettings({ $0.pausesWhileUnwritable && !$0.readingPaused }) else { return }
         scheduleDelivery()
     }
 }

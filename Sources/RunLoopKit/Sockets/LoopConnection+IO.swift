@@ -23,7 +23,7 @@ extension LoopConnection {
 
     func handle(_ events: LoopDescriptorSource.Events) {
         assertOnLoopThread()
-        switch lifecycle {
+        switch core.lifecycle {
         case .connecting:
             finishConnecting()
         case .closed:
@@ -44,13 +44,11 @@ extension LoopConnection {
     /// stream or a failure ends the connection as its outcome says.
     private func readInput() {
         // A nested run inside `onRead`: the buffer is lent out, and reading is off meanwhile.
-        guard delivery.readable() else { return }
+        guard core.delivery.readable() else { return }
         let scratch = readScratch
         let received: Int
         let ended: Bool
-        switch transport.receive(
-            into: &input, limit: currentInputLimit, scratch: readsAreSmall ? scratch : nil, for: self)
-        {
+        switch transport.receive(limit: currentInputLimit, scratch: core.readsAreSmall ? scratch : nil, for: self) {
         case .drained(let count), .stopped(let count):
             (received, ended) = (count, false)
         case .ended(let count):
@@ -65,12 +63,12 @@ extension LoopConnection {
         // A transport's handshake may have handed the connection out, and it may be closed now.
         guard !isClosed else { return }
         if received > 0 {
-            readsAreSmall = received < scratch.count
-            lastActivity = LoopConnection.coarseNow
+            core.readsAreSmall = received < scratch.count
+            core.lastActivity = LoopConnection.coarseNow
             deliverInput()
         }
         guard ended && !isClosed else { return }
-        if isPaused && readHandler != nil && !input.isEmpty {
+        if isPaused && core.readHandler != nil && !input.isEmpty {
             // The handler left input for when reading resumes (it stopped at the high watermark, or
             // paused): the end of stream is reported now, and applied once that input is delivered
             // and reading goes on (the socket gives its end of stream again).
@@ -123,7 +121,7 @@ extension LoopConnection {
         }
         guard !inputEnded, !isClosing, Platform.peerHasEnded(fileDescriptor) else { return }
         reportEndOfStream()
-        guard !isPaused, readHandler != nil, !inputEnded, !isClosing, !isClosed,
+        guard !isPaused, core.readHandler != nil, !inputEnded, !isClosing, !isClosed,
             input.count >= currentInputLimit
         else { return }
         dropUnreadInput()
@@ -140,35 +138,36 @@ extension LoopConnection {
     }
 
     func peerDidClose() {
-        for read in pendingReads { read.continuation.resume(returning: []) }
-        pendingReads.removeAll()
+        for read in core.pendingReads { read.continuation.resume(returning: []) }
+        core.pendingReads.removeAll()
         reportEndOfStream()
         apply(.peerEnded)
     }
 
-    /// Reports `readClosed`, once.
+    /// Reports `readClosed`, once (kept for the next `onEvent` handler when none is set).
     private func reportEndOfStream() {
-        guard !endOfStreamReported else { return }
-        endOfStreamReported = true
-        emit(.readClosed)
+        guard core.endOfStream.report(handler: core.eventHandler != nil), let handler = core.eventHandler else {
+            return
+        }
+        handler(self, .readClosed)
     }
 
     /// Hands the input to waiting `read(maxLength:)` calls, then to `onRead`.
     func deliverInput() {
         assertOnLoopThread()
-        guard !delivery.isDelivering else { return }
+        guard !core.delivery.isDelivering else { return }
         // Closed: what was read before is still delivered, then the handler is let go.
-        defer { if isClosed { readHandler = nil } }
-        while !pendingReads.isEmpty && !input.isEmpty {
-            let read = pendingReads.removeFirst()
+        defer { if isClosed { core.readHandler = nil } }
+        while !core.pendingReads.isEmpty && !input.isEmpty {
+            let read = core.pendingReads.removeFirst()
             read.continuation.resume(returning: input.read(maxLength: read.maxLength))
         }
-        guard let handler = readHandler, !input.isEmpty, !isPaused else { return }
-        guard delivery.begin() else { return }
+        guard let handler = core.readHandler, !input.isEmpty, !isPaused else { return }
+        guard core.delivery.begin() else { return }
         handler(self, &input)
         // A readable event meanwhile needs nothing more: the callers update the interest next,
         // which watches the socket again.
-        _ = delivery.end()
+        _ = core.delivery.end()
     }
 
     /// Delivers waiting input on a later pass, in the connection's modes (after `onRead` is set or
@@ -186,9 +185,11 @@ extension LoopConnection {
         let scratch = readScratch
         let socket = transport.socket
         let (failure, ended) = readUntilDrained { index in
-            guard index < LoopConnection.readsPerWakeUp, discarded <= LoopConnection.lingerLimit else { return nil }
+            guard index < LoopConnection.readsPerWakeUp, core.discarded <= LoopConnection.lingerLimit else {
+                return nil
+            }
             let read = socket.receive(into: scratch)
-            if case .done(let count) = read { discarded += count }
+            if case .done(let count) = read { core.discarded += count }
             return (read, scratch.count)
         }
         if let failure {
@@ -196,7 +197,7 @@ extension LoopConnection {
             return
         }
         // The peer has ended its stream (or sent too much): closing waits only for the output.
-        if ended || discarded > LoopConnection.lingerLimit { apply(.peerEnded) }
+        if ended || core.discarded > LoopConnection.lingerLimit { apply(.peerEnded) }
     }
 
     // MARK: Writing
@@ -230,7 +231,7 @@ extension LoopConnection {
         let route = writeRoute()
         switch transport.write(bytes, sendingNow: route == .send, for: self) {
         case .sent(let sent):
-            if sent > 0 { lastActivity = LoopConnection.coarseNow }
+            if sent > 0 { core.lastActivity = LoopConnection.coarseNow }
             guard sent < bytes.count else { break }
             if bytes.count - sent >= LoopConnection.referencedRestMinimum, let array = array() {
                 output.append(array, from: sent)
@@ -252,7 +253,7 @@ extension LoopConnection {
         let route = writeRoute()
         switch transport.write(buffer, sendingNow: route == .send, for: self) {
         case .sent(let sent):
-            if sent > 0 { lastActivity = LoopConnection.coarseNow }
+            if sent > 0 { core.lastActivity = LoopConnection.coarseNow }
             if buffer.count > 0 {
                 output.moveAll(from: buffer)
                 didQueue(route)
@@ -270,7 +271,7 @@ extension LoopConnection {
         case .sent:
             return true
         case .encoded(let sent, let rest):
-            if sent > 0 { lastActivity = LoopConnection.coarseNow }
+            if sent > 0 { core.lastActivity = LoopConnection.coarseNow }
             if rest.count > 0 {
                 output.moveAll(from: rest)
                 didQueue(route)
@@ -325,7 +326,7 @@ extension LoopConnection {
     private func sentCount(_ sent: SocketOutcome) -> Int? {
         switch sent {
         case .done(let count):
-            if count > 0 { lastActivity = LoopConnection.coarseNow }
+            if count > 0 { core.lastActivity = LoopConnection.coarseNow }
             return count
         case .wouldBlock, .endOfStream:
             return 0
@@ -340,7 +341,10 @@ extension LoopConnection {
         assertOnLoopThread()
         guard !isClosed else { return }
         var queued = queuedBytes
-        if output.updateWatermarks(queued: queued, count: queuedCount, below: belowHighWatermark) {
+        if output.updateWatermarks(
+            queued: queued, count: queuedCount, below: belowHighWatermark,
+            watermarks: { withSettings { $0.watermarks } })
+        {
             emit(.writable)
             guard !isClosed else { return }
             outputBecameWritable()
@@ -362,11 +366,11 @@ extension LoopConnection {
         if isConnecting {
             wanted = .writable
         } else {
-            if delivery.isDelivering {
+            if core.delivery.isDelivering {
                 // While `onRead` runs the input is lent out: not even its count is read here. The
                 // interest stays as it is (a write from the handler costs no epoll change; the
                 // delivery's caller updates it after), unless a nested run found the socket readable.
-                if watched.contains(.readable) && !delivery.readableIsPending { wanted.insert(.readable) }
+                if core.watched.contains(.readable) && !core.delivery.readableIsPending { wanted.insert(.readable) }
             } else if isClosing {
                 if !inputEnded { wanted.insert(.readable) }
             } else if !inputEnded && !isPaused && input.count < currentInputLimit {
@@ -378,8 +382,8 @@ extension LoopConnection {
             // Gathered output waits for the end of the pass, not for the socket.
             if queuedBytes > 0 && !output.awaitsPassFlush { wanted.insert(.writable) }
         }
-        guard wanted != watched else { return }
-        watched = wanted
+        guard wanted != core.watched else { return }
+        core.watched = wanted
         descriptorSource.events = wanted
     }
 
@@ -396,19 +400,15 @@ extension LoopConnection {
     }
 
     func emit(_ event: Event) {
-        guard let eventHandler else {
-            // Kept for a handler set later (`onEvent`); the other events are of the moment.
-            if event == .readClosed { readClosedUnheard = true }
-            return
-        }
-        eventHandler(self, event)
+        // The other events are of the moment: no handler, no event (`readClosed` is kept:
+        // `reportEndOfStream`).
+        core.eventHandler?(self, event)
     }
 
     /// Tells the event handler of a `readClosed` reported before it was set, if it was not told yet.
     func tellUnheardReadClosed() {
-        guard readClosedUnheard, let eventHandler else { return }
-        readClosedUnheard = false
-        eventHandler(self, .readClosed)
+        guard let handler = core.eventHandler, core.endOfStream.tell() else { return }
+        handler(self, .readClosed)
     }
 
     // MARK: Settings, as the loop thread reads them
@@ -416,10 +416,10 @@ extension LoopConnection {
     /// Whether reading is paused: by `isReadingPaused`, or by the output while it is at or above
     /// the high watermark (`pausesReadingWhileUnwritable`).
     var isPaused: Bool {
-        readingPausedSetting.load(ordering: .relaxed)
-            || (unwritablePauseSetting.load(ordering: .relaxed) && !belowHighWatermark.load(ordering: .relaxed))
+        let below = belowHighWatermark.load(ordering: .relaxed)
+        return withSettings { $0.pausesReading(belowHighWatermark: below) }
     }
-    var currentInputLimit: Int { inputLimitSetting.load(ordering: .relaxed) }
+    var currentInputLimit: Int { withSettings { $0.inputLimit } }
 }
 
 extension LoopDescriptorSource.Events {

@@ -158,16 +158,15 @@ enum StreamTransport {
     case socket(SocketTransport)
     case tls(TLSTransport)
 
-    /// One wake-up's receive into `input` while it holds less than `limit` (see
+    /// One wake-up's receive into `connection`'s input while it holds less than `limit` (see
     /// `SocketTransport.receive(into:limit:scratch:)`; TLS: `LoopConnection+TLS.swift`).
     @inline(__always)
     func receive(
-        into input: inout LoopBuffer, limit: Int, scratch: UnsafeMutableRawBufferPointer?,
-        for connection: LoopConnection
+        limit: Int, scratch: UnsafeMutableRawBufferPointer?, for connection: LoopConnection
     ) -> ReceiveOutcome {
         switch self {
-        case .socket(let socket): socket.receive(into: &input, limit: limit, scratch: scratch)
-        case .tls(let filter): connection.receive(through: filter, into: &input, limit: limit)
+        case .socket(let socket): socket.receive(into: &connection.input, limit: limit, scratch: scratch)
+        case .tls(let filter): connection.receive(through: filter, limit: limit)
         }
     }
 
@@ -215,6 +214,18 @@ enum StreamTransport {
         switch self {
         case .socket(let socket): socket
         case .tls(let filter): filter.socket
+        }
+    }
+}
+
+extension LoopConnection {
+    /// The transport the connection's I/O goes through: its socket, or a TLS filter over it. Two
+    /// inlined loads (no field of its own: an idle plaintext connection does not pay for it).
+    /// Loop thread.
+    var transport: StreamTransport {
+        @inline(__always) get {
+            if let filter = extrasSlot.load()?.filter.load() { return .tls(filter) }
+            return .socket(SocketTransport(descriptor: fileDescriptor))
         }
     }
 }

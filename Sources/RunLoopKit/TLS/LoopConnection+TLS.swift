@@ -29,6 +29,24 @@ struct TLSStart: Sendable {
 }
 
 extension LoopConnection {
+    /// The TLS filter's slot, in the extras (`LoopConnection+Thread.swift`).
+    var filterSlot: FilterSlot { FilterSlot(connection: Unmanaged.passUnretained(self)) }
+
+    /// `filterSlot`: the `AtomicLazyReference` calls the TLS code makes, on the extras' slot.
+    struct FilterSlot {
+        // Unretained and unmanaged: the slot is used within a call on the connection, which holds
+        // it, and reading an `unowned(unsafe)` reference retained it on every read and write
+        // (docs/performance-notes.md#instructions-per-request).
+        let connection: Unmanaged<LoopConnection>
+
+        func load() -> TLSTransport? { connection._withUnsafeGuaranteedRef { $0.extrasSlot.load()?.filter.load() } }
+
+        @discardableResult
+        func storeIfNil(_ filter: TLSTransport) -> TLSTransport {
+            connection._withUnsafeGuaranteedRef { $0.makeExtras().filter.storeIfNil(filter) }
+        }
+    }
+
     // MARK: Facts
 
     /// Whether the connection speaks TLS (it was accepted by a TLS listener, or connected with a
@@ -155,7 +173,7 @@ extension LoopConnection {
         // Until the handshake is done, a close for any reason (reset, end of stream, timeout,
         // cancellation, a failed handshake) is the handshake's failure. The accept handler or the
         // connect completion sets the application's handler afterwards.
-        eventHandler = { connection, event in
+        core.eventHandler = { connection, event in
             guard case .closed(let error) = event, let completion = filter.endHandshake() else { return }
             completion(
                 .failure(
@@ -182,7 +200,7 @@ extension LoopConnection {
         _ filter: TLSTransport, allowance: Int
     ) -> (outcome: ReceiveOutcome?, wire: OpenSSLSession.Wire) {
         let (step, wire) = filter.handshake(allowance: allowance, sendingNow: mayWriteRecordsNow)
-        if wire.received > 0 { lastActivity = LoopConnection.coarseNow }
+        if wire.received > 0 { core.lastActivity = LoopConnection.coarseNow }
         if case .refused(let error) = step {
             _ = filter.socket.send(filter.unsent)
             return (.refused(error), wire)
@@ -191,7 +209,7 @@ extension LoopConnection {
         switch step {
         case .done:
             let completion = filter.finishHandshake()
-            eventHandler = nil
+            core.eventHandler = nil
             completion?(.success(self))
             return (isClosed ? .drained(0) : nil, wire)
         case .wantsInput, .refused: return (.drained(0), wire)
@@ -205,7 +223,7 @@ extension LoopConnection {
     /// input is below `limit`), takes the handshake on, then decrypts into the input buffer. The
     /// peer's close_notify, or its end of stream, ends the input as a plaintext end of stream
     /// does; during the handshake either fails it.
-    func receive(through filter: TLSTransport, into input: inout LoopBuffer, limit: Int) -> ReceiveOutcome {
+    func receive(through filter: TLSTransport, limit: Int) -> ReceiveOutcome {
         var allowance = input.count < limit ? LoopConnection.readsPerWakeUp * LoopConnection.readChunk : 0
         var earlier: SocketOutcome? = nil
         if filter.isHandshaking {
@@ -218,7 +236,7 @@ extension LoopConnection {
         let (outcome, wire) = input.withUnique {
             filter.receive(into: $0, allowance: allowance, sendingNow: mayWriteRecordsNow, earlier: earlier)
         }
-        if wire.received > 0 { lastActivity = LoopConnection.coarseNow }
+        if wire.received > 0 { core.lastActivity = LoopConnection.coarseNow }
         // Reading may have made records too (TLS 1.3 key updates, alerts).
         guard recordsWritten(filter, wire) else { return .drained(0) }
         return outcome
@@ -263,7 +281,7 @@ extension LoopConnection {
             fail("send to \(remoteAddress)", failure)
             return false
         }
-        if wire.sent > 0 { lastActivity = LoopConnection.coarseNow }
+        if wire.sent > 0 { core.lastActivity = LoopConnection.coarseNow }
         if filter.unsent.count > 0 {
             queueEncoded(filter.unsent)
         } else if wire.sent > 0 {
