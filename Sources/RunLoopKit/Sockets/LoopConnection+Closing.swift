@@ -23,8 +23,8 @@ extension LoopConnection {
     ///
     /// Any thread.
     public var allowsHalfClosure: Bool {
-        get { withSettings { $0.allowsHalfClosure } }
-        set { withSettings { $0.allowsHalfClosure = newValue } }
+        get { switches.contains(.allowsHalfClosure) }
+        set { set(.allowsHalfClosure, newValue) }
     }
 
     /// Flushes the queued output, then ends this side's stream (FIN); reading goes on until the

@@ -229,18 +229,19 @@ extension LoopConnection {
         assertOnLoopThread()
         guard acceptsOutput, bytes.count > 0 else { return }
         let route = writeRoute()
-        switch transport.write(bytes, sendingNow: route == .send, for: self) {
-        case .sent(let sent):
+        let outcome = transport.write(bytes, sendingNow: route == .send, for: self)
+        if case .sent(let sent) = outcome {
             if sent > 0 { core.lastActivity = LoopConnection.coarseNow }
-            guard sent < bytes.count else { break }
-            if bytes.count - sent >= LoopConnection.referencedRestMinimum, let array = array() {
-                output.append(array, from: sent)
-            } else {
-                output.append(UnsafeRawBufferPointer(rebasing: bytes[sent...]))
+            if sent < bytes.count {
+                if bytes.count - sent >= LoopConnection.referencedRestMinimum, let array = array() {
+                    output.append(array, from: sent)
+                } else {
+                    output.append(UnsafeRawBufferPointer(rebasing: bytes[sent...]))
+                }
+                didQueue(route)
             }
-            didQueue(route)
-        case let outcome:
-            guard queued(outcome, route) else { return }
+        } else if !queued(outcome, route) {
+            return
         }
         outputDidChange()
     }
@@ -251,15 +252,15 @@ extension LoopConnection {
         assertOnLoopThread()
         guard acceptsOutput, buffer.count > 0 else { return }
         let route = writeRoute()
-        switch transport.write(buffer, sendingNow: route == .send, for: self) {
-        case .sent(let sent):
+        let outcome = transport.write(buffer, sendingNow: route == .send, for: self)
+        if case .sent(let sent) = outcome {
             if sent > 0 { core.lastActivity = LoopConnection.coarseNow }
             if buffer.count > 0 {
                 output.moveAll(from: buffer)
                 didQueue(route)
             }
-        case let outcome:
-            guard queued(outcome, route) else { return }
+        } else if !queued(outcome, route) {
+            return
         }
         outputDidChange()
     }
@@ -373,7 +374,7 @@ extension LoopConnection {
                 if core.watched.contains(.readable) && !core.delivery.readableIsPending { wanted.insert(.readable) }
             } else if isClosing {
                 if !inputEnded { wanted.insert(.readable) }
-            } else if !inputEnded && !isPaused && input.count < currentInputLimit {
+            } else if !inputEnded && readsOn {
                 wanted.insert(.readable)
             } else if !inputEnded {
                 // Paused or stalled: no reads, but a reset or the peer's end of stream is seen.
@@ -416,10 +417,20 @@ extension LoopConnection {
     /// Whether reading is paused: by `isReadingPaused`, or by the output while it is at or above
     /// the high watermark (`pausesReadingWhileUnwritable`).
     var isPaused: Bool {
-        let below = belowHighWatermark.load(ordering: .relaxed)
-        return withSettings { $0.pausesReading(belowHighWatermark: below) }
+        let switches = self.switches
+        return switches.contains(.readingPaused)
+            || (switches.contains(.pausesWhileUnwritable) && !belowHighWatermark.load(ordering: .relaxed))
     }
     var currentInputLimit: Int { withSettings { $0.inputLimit } }
+    /// Whether reading goes on: not paused, and the input below its limit (one look at the
+    /// settings).
+    @inline(__always)
+    private var readsOn: Bool {
+        guard !isPaused else { return false }
+        // Every limit is 1 or more: an empty input, the usual case, is below it.
+        let count = input.count
+        return count == 0 || count < currentInputLimit
+    }
 }
 
 extension LoopDescriptorSource.Events {

@@ -41,7 +41,7 @@ extension LoopConnection {
         assertOnLoopThread()
         switch change {
         case .shutdownRequested, .closeRequested: outputWillEnd()
-        case .peerEnded where !withSettings({ $0.allowsHalfClosure }): outputWillEnd()
+        case .peerEnded where !switches.contains(.allowsHalfClosure): outputWillEnd()
         default: break
         }
         switch (core.lifecycle, change) {
@@ -79,7 +79,7 @@ extension LoopConnection {
         case (.open(_, let output), .peerEnded):
             if output == .shut {
                 enterClosed(nil)
-            } else if withSettings({ $0.allowsHalfClosure }) {
+            } else if switches.contains(.allowsHalfClosure) {
                 become(.open(input: .ended, output: output))
             } else {
                 become(.closing(input: .ended, cause: .stream))

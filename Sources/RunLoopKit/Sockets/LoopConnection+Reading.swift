@@ -8,9 +8,9 @@ extension LoopConnection {
     ///
     /// Any thread.
     public var isReadingPaused: Bool {
-        get { withSettings { $0.readingPaused } }
+        get { switches.contains(.readingPaused) }
         set {
-            withSettings { $0.readingPaused = newValue }
+            set(.readingPaused, newValue)
             pauseChanged(resumed: !newValue)
         }
     }

@@ -79,9 +79,10 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     /// Residency and settings (`ConnectionSettings.swift`), under `settingsLock`.
     @exclusivity(unchecked) private var settings: ConnectionSettings
-    /// Next to the atomic flags after it: one word for all (the stored layout is in declaration
-    /// order, and a server holds many idle connections).
-    private let settingsLock = LockWord()
+    /// The lock word, which holds the switches too. Next to the atomic flags after it: one word
+    /// for all (the stored layout is in declaration order, and a server holds many idle
+    /// connections).
+    private let settingsLock = SettingsWord()
     /// `isOpen`: set when the connection is connected, cleared as it closes.
     let openState: Atomic<Bool>
     /// Whether the output is below the high watermark (`isWritable`): false from when it reaches
@@ -177,7 +178,19 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// into the connection.
     @inline(__always)
     func withSettings<R>(_ body: (inout ConnectionSettings) -> R) -> R {
-        settingsLock.withLock { body(&settings) }
+        settingsLock.withLock { _ in body(&settings) }
+    }
+
+    /// The switches (`isReadingPaused`, `allowsHalfClosure`, `pausesReadingWhileUnwritable`),
+    /// read without the lock. Any thread.
+    @inline(__always)
+    var switches: SettingsWord.Switches { settingsLock.switches }
+
+    /// Turns `switch` on or off, under the lock. Any thread.
+    func set(_ setting: SettingsWord.Switches, _ on: Bool) {
+        settingsLock.withLock { switches in
+            if on { switches.insert(setting) } else { switches.remove(setting) }
+        }
     }
 
     func withResidency<R>(_ body: (inout Residency) -> R) -> R {

@@ -114,7 +114,9 @@ struct SocketTransport {
     /// most `readsPerWakeUp` chunks' worth, while `input` holds less than `limit`, until the socket
     /// has no more (a read short of what it asked, or EAGAIN), the stream ends or a read fails.
     /// With `scratch`, the first read goes there and is copied to `input`
-    /// (`LoopConnection.firstReadSize`).
+    /// (`LoopConnection.firstReadSize`). Inlined into the connection's read: this is the
+    /// plaintext read of every wake-up.
+    @inline(__always)
     func receive(
         into input: inout LoopBuffer, limit: Int, scratch: UnsafeMutableRawBufferPointer?
     ) -> ReceiveOutcome {
@@ -132,7 +134,7 @@ struct SocketTransport {
                 let space = UnsafeMutableRawBufferPointer(rebasing: scratch[..<asked])
                 outcome = receive(into: space)
                 if case .done(let count) = outcome {
-                    input.append(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
+                    input.withUnique { $0.append(UnsafeRawBufferPointer(rebasing: scratch[..<count])) }
                 }
             } else {
                 asked = min(room, LoopConnection.readChunk)

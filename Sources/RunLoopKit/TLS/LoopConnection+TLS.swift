@@ -2,7 +2,7 @@ import Glibc
 
 // A TLS connection is a LoopConnection whose transport is a `TLSTransport` over its socket
 // (`StreamTransport.tls`): a wake-up's receive takes the handshake on and decrypts into the input
-// buffer (`receive(through:into:limit:)`), writes encrypt into records that go to the socket or
+// buffer (`receive(through:limit:)`), writes encrypt into records that go to the socket or
 // the output queue (`write(through:...)`), and the changes that end this side's stream make
 // close_notify first (`closeNotify(through:)`). Each returns the outcome the connection's I/O code
 // acts on, as it does on the plain socket's; everything else (events, watermarks, backpressure,
