@@ -35,10 +35,14 @@ private final class Guarded: @unchecked Sendable {
     @Test func theSwitchesReadWithoutTheLockAreTheLastStored() {
         let guarded = Guarded()
         #expect(guarded.word.switches == [])
-        guarded.word.withLock { $0.insert(.allowsHalfClosure) }
+        guarded.word.withLock { $0.formUnion(.allowsHalfClosure) }
         #expect(guarded.word.switches == .allowsHalfClosure)
         // Taking the lock without a change leaves them as they were.
-        _ = guarded.word.withLock { _ in guarded.count += 1 }
+        let counted = guarded.word.withLock { _ in
+            guarded.count += 1
+            return guarded.count
+        }
+        #expect(counted == 1)
         #expect(guarded.word.switches == .allowsHalfClosure)
         guarded.word.withLock { $0 = [.readingPaused] }
         #expect(guarded.word.switches == .readingPaused)
