@@ -1,6 +1,6 @@
 // libFuzzer entry point for the TLS engine's server side: each input is ciphertext from a client,
 // given to a fresh server session without a socket (its BIO takes the ciphertext from `cipherIn`
-// and keeps what it makes in `cipherOut`), in two parts split at a point taken from the data. The
+// and keeps what it makes in `unsent`), in two parts split at a point taken from the data. The
 // handshake is taken as far as the input allows, then whatever is left is decrypted. Checked for every input:
 //   - no trap and no memory error (AddressSanitizer) in the BIO, the handshake, decryption or the
 //     error mapping;
@@ -38,7 +38,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     for part in [bytes[..<cut], bytes[cut...]] {
         session.cipherIn.append(UnsafeRawBufferPointer(rebasing: part))
         if !established {
-            switch session.handshake() {
+            switch session.handshake().0 {
             case .done: established = true
             case .wantsInput: continue
             case .closeNotify: return 0
@@ -47,7 +47,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
                 return 0
             }
         }
-        let (count, stop) = session.decrypt(into: plaintext)
+        let (count, stop, _) = session.decrypt(into: plaintext)
         precondition(count == 0 || established, "plaintext before the handshake completed")
         if case .failed(let reason) = stop {
             precondition(!reason.isEmpty, "a read failure without a reason")

@@ -22,8 +22,10 @@ import Testing
         }
     }
 
-    /// What a client reads before the server ends the stream (10 s at most).
-    private func readAll(_ descriptor: Int32) -> String {
+    /// What a client reads before the server ends the stream (10 s at most). Blocking: the tests
+    /// call it on a thread of their own (`awaitFreshThread`), so that the consumers' tasks are not
+    /// kept from Swift concurrency's threads while it waits.
+    private static func readAll(_ descriptor: Int32) -> String {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 256)
         while true {
@@ -52,7 +54,7 @@ import Testing
         let sockets = try clients(3, of: port)
         defer { for socket in sockets { close(socket) } }
         // Each client is served, in the order it connected.
-        #expect(sockets.map(readAll) == ["1", "2", "3"])
+        #expect(await awaitFreshThread { sockets.map(Self.readAll) } == ["1", "2", "3"])
         listener.invalidate()
         #expect(await serving.value == 3)
     }
@@ -119,10 +121,10 @@ import Testing
             return count
         }
         #expect(await ended.value == 1)
-        #expect(readAll(sockets[0]) == "taken")
+        #expect(await awaitFreshThread { Self.readAll(sockets[0]) } == "taken")
         listener.invalidate()
         // The second was never taken: closed with the listener, its client reads the end.
-        #expect(readAll(sockets[1]) == "")
+        #expect(await awaitFreshThread { Self.readAll(sockets[1]) } == "")
         var after = listener.connections.makeAsyncIterator()
         #expect(await after.next() == nil)
     }

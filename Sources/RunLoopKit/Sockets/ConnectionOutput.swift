@@ -1,7 +1,7 @@
 import Synchronization
 
-/// A connection's output: the bytes its socket has not taken yet, the write watermarks and the
-/// awaited writes waiting for the queue to fall below the high one.
+/// A connection's output: the bytes its socket has not taken yet, and the awaited writes waiting
+/// for the queue to fall below the high write watermark (a setting: `ConnectionSettings`).
 ///
 /// Owned by `LoopConnection`, which reaches it on the loop's thread only, through an accessor that
 /// checks the thread in debug builds (`LoopConnection.output`). What other threads see of it (the
@@ -15,8 +15,6 @@ struct ConnectionOutput: ~Copyable {
     /// What the socket has not taken yet; nil while nothing waits, which is the usual case (a
     /// write goes to the socket at once), so that an idle connection holds no output buffer.
     private var queue: EventBuffer?
-    /// `writeWatermarks` as the loop thread applies them.
-    var watermarks = LoopConnection.defaultWriteWatermarks
     /// Awaited `write(_:)` calls waiting below the high watermark, each with the flag its task's
     /// cancellation sets, by which a cancellation finds its own call.
     private var waitingWriters: [(flag: CancellationFlag, continuation: CheckedContinuation<Void, any Error>)] = []
@@ -73,16 +71,21 @@ struct ConnectionOutput: ~Copyable {
     // MARK: Watermarks
 
     /// Records `queued` (the count now) in `count` for other threads and moves across the
-    /// watermarks, recorded in `below`: at the high one the queue stops being writable; at the
+    /// `watermarks`, recorded in `below`: at the high one the queue stops being writable; at the
     /// low one, after the high, it is writable again and the waiting writers go on. Returns true
-    /// then: the connection reports `writable`.
+    /// then: the connection reports `writable`. An empty queue, the usual case, is at or below
+    /// any low watermark and below any high one that counts (above 0): the watermarks are read
+    /// only for a queue that holds bytes.
     @inline(__always)
     mutating func updateWatermarks(
-        queued: Int, count: borrowing Atomic<Int>, below: borrowing Atomic<Bool>
+        queued: Int, count: borrowing Atomic<Int>, below: borrowing Atomic<Bool>,
+        watermarks: () -> (low: Int, high: Int)
     ) -> Bool {
         count.store(queued, ordering: .releasing)
-        let (low, high) = watermarks
-        if !below.load(ordering: .relaxed) {
+        let isBelow = below.load(ordering: .relaxed)
+        if isBelow && queued == 0 { return false }
+        let (low, high) = queued == 0 ? (0, 0) : watermarks()
+        if !isBelow {
             guard queued <= low else { return false }
             below.store(true, ordering: .releasing)
             let writers = waitingWriters

@@ -19,9 +19,9 @@ extension LoopConnection {
     ///
     /// Any thread; applied on the loop's thread, in each calling thread's order.
     public var pausesReadingWhileUnwritable: Bool {
-        get { unwritablePauseSetting.load(ordering: .acquiring) }
+        get { switches.contains(.pausesWhileUnwritable) }
         set {
-            unwritablePauseSetting.store(newValue, ordering: .releasing)
+            set(.pausesWhileUnwritable, newValue)
             pauseChanged(resumed: !newValue)
         }
     }
@@ -29,8 +29,8 @@ extension LoopConnection {
     /// The output fell to the low watermark (`writable` was reported): a connection paused by its
     /// output reads again, beginning with the input it holds. Loop thread only.
     func outputBecameWritable() {
-        guard unwritablePauseSetting.load(ordering: .relaxed), !readingPausedSetting.load(ordering: .relaxed)
-        else { return }
+        let switches = self.switches
+        guard switches.contains(.pausesWhileUnwritable), !switches.contains(.readingPaused) else { return }
         scheduleDelivery()
     }
 }

@@ -8,12 +8,12 @@ extension LoopConnection {
     ///
     /// Any thread. A zero or negative duration is a programmer error.
     public var idleTimeout: Duration? {
-        get { withShared { $0.idleTimeout } }
+        get { withSettings { $0.idleTimeout } }
         set {
             if let newValue {
                 precondition(newValue > .zero, "RunLoopKit: idleTimeout must be positive or nil, not \(newValue)")
             }
-            withShared { $0.idleTimeout = newValue }
+            withSettings { $0.idleTimeout = newValue }
             onLoop { $0.armDeadline() }
         }
     }
@@ -23,8 +23,8 @@ extension LoopConnection {
     ///
     /// Any thread.
     public var allowsHalfClosure: Bool {
-        get { halfClosureSetting.load(ordering: .acquiring) }
-        set { halfClosureSetting.store(newValue, ordering: .releasing) }
+        get { switches.contains(.allowsHalfClosure) }
+        set { set(.allowsHalfClosure, newValue) }
     }
 
     /// Flushes the queued output, then ends this side's stream (FIN); reading goes on until the

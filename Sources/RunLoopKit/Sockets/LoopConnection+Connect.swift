@@ -113,7 +113,7 @@ extension LoopConnection {
         let local = Platform.address(of: descriptor) ?? address
         let connection = LoopConnection(
             descriptor: descriptor, local: local, remote: address, loop: loop, modes: modes, connecting: true)
-        connection.connectCompletion = box.value
+        connection.core.connectCompletion = box.value
         attempt?.connection = connection
         for mode in modes { loop.add(connection, forMode: mode) }
         // Connected at once or not, the outcome is read when the socket turns writable.
@@ -129,11 +129,11 @@ extension LoopConnection {
         }
         apply(.connected)
         openState.store(true, ordering: .releasing)
-        lastActivity = LoopConnection.coarseNow
+        core.lastActivity = LoopConnection.coarseNow
         dropTimer()
         armDeadline()
-        let completion = connectCompletion
-        connectCompletion = nil
+        let completion = core.connectCompletion
+        core.connectCompletion = nil
         completion?(.success(self))
         guard !isClosed else { return }
         // What was written while connecting goes now; a `close()` or `shutdownOutput()` made
@@ -216,8 +216,8 @@ extension LoopConnection {
 
     /// Resumes every waiting read with `error`.
     func failPendingReads(_ error: LoopError) {
-        let reads = pendingReads
-        pendingReads.removeAll()
+        let reads = core.pendingReads
+        core.pendingReads.removeAll()
         for read in reads { read.continuation.resume(throwing: error) }
     }
 
@@ -227,24 +227,24 @@ extension LoopConnection {
         assertOnLoopThread()
         if flag.isCancelled {
             continuation.resume(throwing: CancellationError())
-        } else if !input.isEmpty && !delivery.isDelivering {
+        } else if !input.isEmpty && !core.delivery.isDelivering {
             continuation.resume(returning: input.read(maxLength: maxLength))
-        } else if isClosed, let closedError {
+        } else if isClosed, let closedError = core.closedError {
             continuation.resume(throwing: closedError)
         } else if closedLocally {
             continuation.resume(throwing: closedLocallyError)
         } else if isClosed || inputEnded || isClosing {
             continuation.resume(returning: [])
         } else {
-            pendingReads.append((maxLength, flag, continuation))
+            core.pendingReads.append((maxLength, flag, continuation))
             updateInterest()
         }
     }
 
     /// The task of the read with `flag` was cancelled: if it still waits, it ends, with no bytes.
     private func cancelReading(_ flag: CancellationFlag) {
-        guard let index = pendingReads.firstIndex(where: { $0.flag === flag }) else { return }
-        let read = pendingReads.remove(at: index)
+        guard let index = core.pendingReads.firstIndex(where: { $0.flag === flag }) else { return }
+        let read = core.pendingReads.remove(at: index)
         read.continuation.resume(throwing: CancellationError())
         updateInterest()
     }
@@ -259,12 +259,12 @@ extension LoopConnection {
             return
         }
         guard acceptsOutput else {
-            continuation.resume(throwing: closedError ?? closedLocallyError)
+            continuation.resume(throwing: core.closedError ?? closedLocallyError)
             return
         }
         enqueue(self)
         if isClosed {
-            continuation.resume(throwing: closedError ?? closedLocallyError)
+            continuation.resume(throwing: core.closedError ?? closedLocallyError)
         } else if !belowHighWatermark.load(ordering: .relaxed) {
             output.waitBelowHighWatermark(flag, continuation)
         } else {
@@ -291,7 +291,7 @@ final class ConnectAttempt: @unchecked Sendable {
     func cancelOnLoop() {
         guard let connection else { return }
         self.connection = nil
-        guard connection.isConnecting || connection.tlsEngine?.isHandshaking == true else { return }
+        guard connection.isConnecting || connection.transport.isEstablishing else { return }
         connection.apply(.failed(LoopError("connecting to \(connection.remoteAddress) was cancelled")))
     }
 }

@@ -12,7 +12,7 @@ extension LoopConnection {
     static let coarseStep: Duration = .nanoseconds(Platform.coarseClockResolution())
 
     /// How long ago bytes last moved, on the coarse clock.
-    var idleFor: Duration { .nanoseconds(LoopConnection.coarseNow - lastActivity) }
+    var idleFor: Duration { .nanoseconds(LoopConnection.coarseNow - core.lastActivity) }
 
     /// The one timer of a connection: its connect deadline while connecting, its idle deadline
     /// while open, its linger deadline while closing. Re-armed lazily: traffic only updates
@@ -24,8 +24,8 @@ extension LoopConnection {
             deadline = fireDate
         } else {
             // Lingering: the linger deadline stands, whatever the idle limit.
-            guard lifecycle != .lingering else { return }
-            guard let idle = withShared({ $0.idleTimeout }) else {
+            guard core.lifecycle != .lingering else { return }
+            guard let idle = withSettings({ $0.idleTimeout }) else {
                 // No idle limit any more: the timer goes, so that it does not wake the loop.
                 if !isConnecting { dropTimer() }
                 return

@@ -9,7 +9,7 @@ extension LoopConnection {
     public func onRead(_ handler: sending @escaping (LoopConnection, inout LoopBuffer) -> Void) {
         let box = ReadHandler(handler)
         onLoop { connection in
-            connection.readHandler = box.handler
+            connection.core.readHandler = box.handler
             connection.scheduleDelivery()
         }
     }
@@ -25,19 +25,17 @@ extension LoopConnection {
         let box = EventHandler(handler)
         onLoop { connection in
             guard connection.isClosed else {
-                connection.eventHandler = box.handler
+                connection.core.eventHandler = box.handler
                 // Told on a later pass, as `onRead` is of waiting input, unless the close (or
                 // another handler) comes first: `enterClosed` tells it before `closed`.
-                if connection.readClosedUnheard {
+                if connection.core.endOfStream == .unheard {
                     connection.loop.perform(inModes: connection.postingModes) { connection.tellUnheardReadClosed() }
                 }
                 return
             }
-            guard !connection.closedReported else { return }
-            connection.closedReported = true
-            let error = connection.closedError
-            let endFirst = connection.readClosedUnheard
-            connection.readClosedUnheard = false
+            guard connection.core.lifecycle.tellClose() else { return }
+            let error = connection.core.closedError
+            let endFirst = connection.core.endOfStream.tell()
             connection.loop.perform(inModes: connection.postingModes) {
                 if endFirst { box.handler(connection, .readClosed) }
                 box.handler(connection, .closed(error))

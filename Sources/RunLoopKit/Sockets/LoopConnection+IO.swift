@@ -23,7 +23,7 @@ extension LoopConnection {
 
     func handle(_ events: LoopDescriptorSource.Events) {
         assertOnLoopThread()
-        switch lifecycle {
+        switch core.lifecycle {
         case .connecting:
             finishConnecting()
         case .closed:
@@ -40,47 +40,35 @@ extension LoopConnection {
 
     // MARK: Reading
 
+    /// One wake-up's reading through the transport: what it gave is delivered, and an end of
+    /// stream or a failure ends the connection as its outcome says.
     private func readInput() {
-        if let tls = tlsEngine { return readTLSInput(tls) }
         // A nested run inside `onRead`: the buffer is lent out, and reading is off meanwhile.
-        guard delivery.readable() else { return }
-        let limit = currentInputLimit
+        guard core.delivery.readable() else { return }
         let scratch = readScratch
-        var total = 0
-        var budget = LoopConnection.readsPerWakeUp * LoopConnection.readChunk
-        let (failure, ended) = readUntilDrained { index in
-            let room = min(limit - input.count, budget)
-            guard room > 0 else { return nil }
-            let asked: Int
-            let read: Result<Int, Errno>
-            if index == 0 && readsAreSmall {
-                asked = min(room, scratch.count)
-                read = Platform.receive(
-                    fileDescriptor, into: UnsafeMutableRawBufferPointer(rebasing: scratch[..<asked]))
-                if case .success(let count) = read, count > 0 {
-                    input.append(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
-                }
-            } else {
-                asked = min(room, LoopConnection.readChunk)
-                read = input.withUnique { $0.read(from: fileDescriptor, maxLength: asked) }
-            }
-            if case .success(let count) = read, count > 0 {
-                total += count
-                budget -= count
-            }
-            return (read, asked)
-        }
-        if let failure {
+        let received: Int
+        let ended: Bool
+        switch transport.receive(limit: currentInputLimit, scratch: core.readsAreSmall ? scratch : nil, for: self) {
+        case .drained(let count), .stopped(let count):
+            (received, ended) = (count, false)
+        case .ended(let count):
+            (received, ended) = (count, true)
+        case .failed(let failure):
             fail("read from \(remoteAddress)", failure)
             return
+        case .refused(let error):
+            apply(.failed(error))
+            return
         }
-        if total > 0 {
-            readsAreSmall = total < scratch.count
-            lastActivity = LoopConnection.coarseNow
+        // A transport's handshake may have handed the connection out, and it may be closed now.
+        guard !isClosed else { return }
+        if received > 0 {
+            core.readsAreSmall = received < scratch.count
+            core.lastActivity = LoopConnection.coarseNow
             deliverInput()
         }
         guard ended && !isClosed else { return }
-        if isPaused && readHandler != nil && !input.isEmpty {
+        if isPaused && core.readHandler != nil && !input.isEmpty {
             // The handler left input for when reading resumes (it stopped at the high watermark, or
             // paused): the end of stream is reported now, and applied once that input is delivered
             // and reading goes on (the socket gives its end of stream again).
@@ -95,23 +83,22 @@ extension LoopConnection {
         boundLoop.load(ordering: .relaxed)!._withUnsafeGuaranteedRef { $0.readScratch }
     }
 
-    /// Calls `readOnce(index)` (index 0, 1, ...: one read, giving what it read and the count
-    /// asked for) until it returns nil (its own limit), the kernel has no more (a read short of
-    /// what it asked, or EAGAIN), the stream ends or a read fails. Returns the errno of a failed
-    /// read (or nil), and whether the end of stream was read.
+    /// Calls `readOnce(index)` (index 0, 1, ...: one read of the socket below the transport,
+    /// giving its outcome and the count asked for) until it returns nil (its own limit), the
+    /// socket has no more (a read short of what it asked, or EAGAIN), the stream ends or a read
+    /// fails. Returns the errno of a failed read (or nil), and whether the end of stream was read.
     private func readUntilDrained(
-        _ readOnce: (Int) -> (read: Result<Int, Errno>, asked: Int)?
+        _ readOnce: (Int) -> (read: SocketOutcome, asked: Int)?
     ) -> (failure: Errno?, ended: Bool) {
         var index = 0
         while let (read, asked) = readOnce(index) {
             index += 1
             switch read {
-            case .success(let count) where count > 0:
+            case .done(let count):
                 if count < asked { return (nil, false) }
-            case .success:
-                return (nil, true)
-            case .failure(let failure):
-                return (failure == .wouldBlock ? nil : failure, false)
+            case .wouldBlock: return (nil, false)
+            case .endOfStream: return (nil, true)
+            case .failed(let failure): return (failure, false)
             }
         }
         return (nil, false)
@@ -134,7 +121,7 @@ extension LoopConnection {
         }
         guard !inputEnded, !isClosing, Platform.peerHasEnded(fileDescriptor) else { return }
         reportEndOfStream()
-        guard !isPaused, readHandler != nil, !inputEnded, !isClosing, !isClosed,
+        guard !isPaused, core.readHandler != nil, !inputEnded, !isClosing, !isClosed,
             input.count >= currentInputLimit
         else { return }
         dropUnreadInput()
@@ -145,40 +132,42 @@ extension LoopConnection {
     /// (so what it holds is all there will be).
     private func dropUnreadInput() {
         let scratch = readScratch
-        let (failure, _) = readUntilDrained { _ in (Platform.receive(fileDescriptor, into: scratch), scratch.count) }
+        let socket = transport.socket
+        let (failure, _) = readUntilDrained { _ in (socket.receive(into: scratch), scratch.count) }
         if let failure { fail("read from \(remoteAddress)", failure) }
     }
 
     func peerDidClose() {
-        for read in pendingReads { read.continuation.resume(returning: []) }
-        pendingReads.removeAll()
+        for read in core.pendingReads { read.continuation.resume(returning: []) }
+        core.pendingReads.removeAll()
         reportEndOfStream()
         apply(.peerEnded)
     }
 
-    /// Reports `readClosed`, once.
+    /// Reports `readClosed`, once (kept for the next `onEvent` handler when none is set).
     private func reportEndOfStream() {
-        guard !endOfStreamReported else { return }
-        endOfStreamReported = true
-        emit(.readClosed)
+        guard core.endOfStream.report(handler: core.eventHandler != nil), let handler = core.eventHandler else {
+            return
+        }
+        handler(self, .readClosed)
     }
 
     /// Hands the input to waiting `read(maxLength:)` calls, then to `onRead`.
     func deliverInput() {
         assertOnLoopThread()
-        guard !delivery.isDelivering else { return }
+        guard !core.delivery.isDelivering else { return }
         // Closed: what was read before is still delivered, then the handler is let go.
-        defer { if isClosed { readHandler = nil } }
-        while !pendingReads.isEmpty && !input.isEmpty {
-            let read = pendingReads.removeFirst()
+        defer { if isClosed { core.readHandler = nil } }
+        while !core.pendingReads.isEmpty && !input.isEmpty {
+            let read = core.pendingReads.removeFirst()
             read.continuation.resume(returning: input.read(maxLength: read.maxLength))
         }
-        guard let handler = readHandler, !input.isEmpty, !isPaused else { return }
-        guard delivery.begin() else { return }
+        guard let handler = core.readHandler, !input.isEmpty, !isPaused else { return }
+        guard core.delivery.begin() else { return }
         handler(self, &input)
         // A readable event meanwhile needs nothing more: the callers update the interest next,
         // which watches the socket again.
-        _ = delivery.end()
+        _ = core.delivery.end()
     }
 
     /// Delivers waiting input on a later pass, in the connection's modes (after `onRead` is set or
@@ -194,10 +183,13 @@ extension LoopConnection {
     /// the connection closes once its output is out) or `lingerLimit` bytes.
     private func discardInput() {
         let scratch = readScratch
+        let socket = transport.socket
         let (failure, ended) = readUntilDrained { index in
-            guard index < LoopConnection.readsPerWakeUp, discarded <= LoopConnection.lingerLimit else { return nil }
-            let read = Platform.receive(fileDescriptor, into: scratch)
-            if case .success(let count) = read { discarded += count }
+            guard index < LoopConnection.readsPerWakeUp, core.discarded <= LoopConnection.lingerLimit else {
+                return nil
+            }
+            let read = socket.receive(into: scratch)
+            if case .done(let count) = read { core.discarded += count }
             return (read, scratch.count)
         }
         if let failure {
@@ -205,7 +197,7 @@ extension LoopConnection {
             return
         }
         // The peer has ended its stream (or sent too much): closing waits only for the output.
-        if ended || discarded > LoopConnection.lingerLimit { apply(.peerEnded) }
+        if ended || core.discarded > LoopConnection.lingerLimit { apply(.peerEnded) }
     }
 
     // MARK: Writing
@@ -235,21 +227,21 @@ extension LoopConnection {
     /// case, pays no dynamic cast for it).
     func queueOutput(_ bytes: UnsafeRawBufferPointer, of array: () -> [UInt8]?) {
         assertOnLoopThread()
-        if let tls = tlsEngine { return queueTLSOutput(bytes, tls) }
         guard acceptsOutput, bytes.count > 0 else { return }
-        var sent = 0
         let route = writeRoute()
-        if route == .send {
-            guard let count = sentCount(Platform.send(fileDescriptor, bytes)) else { return }
-            sent = count
-        }
-        if sent < bytes.count {
-            if bytes.count - sent >= LoopConnection.referencedRestMinimum, let array = array() {
-                output.append(array, from: sent)
-            } else {
-                output.append(UnsafeRawBufferPointer(rebasing: bytes[sent...]))
+        let outcome = transport.write(bytes, sendingNow: route == .send, for: self)
+        if case .sent(let sent) = outcome {
+            if sent > 0 { core.lastActivity = LoopConnection.coarseNow }
+            if sent < bytes.count {
+                if bytes.count - sent >= LoopConnection.referencedRestMinimum, let array = array() {
+                    output.append(array, from: sent)
+                } else {
+                    output.append(UnsafeRawBufferPointer(rebasing: bytes[sent...]))
+                }
+                didQueue(route)
             }
-            didQueue(route)
+        } else if !queued(outcome, route) {
+            return
         }
         outputDidChange()
     }
@@ -258,17 +250,55 @@ extension LoopConnection {
     /// is queued and the connection has not sent yet in this pass of its loop.
     func queueOutput(_ buffer: EventBuffer) {
         assertOnLoopThread()
-        // TLS: plaintext is encrypted first; the engine's records come back here as they are.
-        if let tls = tlsEngine, buffer !== tls.session.cipherOut { return queueTLSOutput(buffer, tls) }
         guard acceptsOutput, buffer.count > 0 else { return }
         let route = writeRoute()
-        if route == .send {
-            guard sentCount(buffer.send(to: fileDescriptor)) != nil else { return }
+        let outcome = transport.write(buffer, sendingNow: route == .send, for: self)
+        if case .sent(let sent) = outcome {
+            if sent > 0 { core.lastActivity = LoopConnection.coarseNow }
+            if buffer.count > 0 {
+                output.moveAll(from: buffer)
+                didQueue(route)
+            }
+        } else if !queued(outcome, route) {
+            return
         }
-        if buffer.count > 0 {
-            output.moveAll(from: buffer)
-            didQueue(route)
+        outputDidChange()
+    }
+
+    /// What a write's outcome other than `sent` asks for: the transport's bytes queued (`rest`),
+    /// nothing (`dropped`: false), or the connection closed (false).
+    private func queued(_ outcome: WriteOutcome, _ route: WriteRoute) -> Bool {
+        switch outcome {
+        case .sent:
+            return true
+        case .encoded(let sent, let rest):
+            if sent > 0 { core.lastActivity = LoopConnection.coarseNow }
+            if rest.count > 0 {
+                output.moveAll(from: rest)
+                didQueue(route)
+            }
+            return true
+        case .dropped:
+            return false
+        case .failed(let failure):
+            fail("send to \(remoteAddress)", failure)
+            return false
+        case .refused(let error):
+            apply(.failed(error))
+            return false
         }
+    }
+
+    /// Bytes a transport made of its own accord (TLS records made while reading or closing) that
+    /// the socket did not take at once: queued behind what waits, for when the socket is writable
+    /// (dropped once the connection takes no more output).
+    func queueEncoded(_ rest: EventBuffer) {
+        guard acceptsOutput else {
+            rest.drain(rest.count)
+            return
+        }
+        output.moveAll(from: rest)
+        didQueue(.queue)
         outputDidChange()
     }
 
@@ -284,7 +314,7 @@ extension LoopConnection {
     /// failure closed the connection.
     func sendQueued() -> Bool {
         while queuedBytes > 0 {
-            guard let sent = sentCount(output.send(to: fileDescriptor)) else { return false }
+            guard let sent = sentCount(SocketOutcome(sent: output.send(to: fileDescriptor))) else { return false }
             if sent == 0 { break }
         }
         return true
@@ -294,14 +324,14 @@ extension LoopConnection {
     /// nothing now, EAGAIN: the rest stays queued until it turns writable), or nil once the
     /// failure has closed the connection. An interrupted send never gets here: it was made again.
     @inline(__always)
-    private func sentCount(_ sent: Result<Int, Errno>) -> Int? {
+    private func sentCount(_ sent: SocketOutcome) -> Int? {
         switch sent {
-        case .success(let count):
-            if count > 0 { lastActivity = LoopConnection.coarseNow }
+        case .done(let count):
+            if count > 0 { core.lastActivity = LoopConnection.coarseNow }
             return count
-        case .failure(let failure) where failure == .wouldBlock:
+        case .wouldBlock, .endOfStream:
             return 0
-        case .failure(let failure):
+        case .failed(let failure):
             fail("send to \(remoteAddress)", failure)
             return nil
         }
@@ -312,7 +342,10 @@ extension LoopConnection {
         assertOnLoopThread()
         guard !isClosed else { return }
         var queued = queuedBytes
-        if output.updateWatermarks(queued: queued, count: queuedCount, below: belowHighWatermark) {
+        if output.updateWatermarks(
+            queued: queued, count: queuedCount, below: belowHighWatermark,
+            watermarks: { withSettings { $0.watermarks } })
+        {
             emit(.writable)
             guard !isClosed else { return }
             outputBecameWritable()
@@ -334,14 +367,14 @@ extension LoopConnection {
         if isConnecting {
             wanted = .writable
         } else {
-            if delivery.isDelivering {
+            if core.delivery.isDelivering {
                 // While `onRead` runs the input is lent out: not even its count is read here. The
                 // interest stays as it is (a write from the handler costs no epoll change; the
                 // delivery's caller updates it after), unless a nested run found the socket readable.
-                if watched.contains(.readable) && !delivery.readableIsPending { wanted.insert(.readable) }
+                if core.watched.contains(.readable) && !core.delivery.readableIsPending { wanted.insert(.readable) }
             } else if isClosing {
                 if !inputEnded { wanted.insert(.readable) }
-            } else if !inputEnded && !isPaused && input.count < currentInputLimit {
+            } else if !inputEnded && readsOn {
                 wanted.insert(.readable)
             } else if !inputEnded {
                 // Paused or stalled: no reads, but a reset or the peer's end of stream is seen.
@@ -350,8 +383,8 @@ extension LoopConnection {
             // Gathered output waits for the end of the pass, not for the socket.
             if queuedBytes > 0 && !output.awaitsPassFlush { wanted.insert(.writable) }
         }
-        guard wanted != watched else { return }
-        watched = wanted
+        guard wanted != core.watched else { return }
+        core.watched = wanted
         descriptorSource.events = wanted
     }
 
@@ -368,19 +401,15 @@ extension LoopConnection {
     }
 
     func emit(_ event: Event) {
-        guard let eventHandler else {
-            // Kept for a handler set later (`onEvent`); the other events are of the moment.
-            if event == .readClosed { readClosedUnheard = true }
-            return
-        }
-        eventHandler(self, event)
+        // The other events are of the moment: no handler, no event (`readClosed` is kept:
+        // `reportEndOfStream`).
+        core.eventHandler?(self, event)
     }
 
     /// Tells the event handler of a `readClosed` reported before it was set, if it was not told yet.
     func tellUnheardReadClosed() {
-        guard readClosedUnheard, let eventHandler else { return }
-        readClosedUnheard = false
-        eventHandler(self, .readClosed)
+        guard let handler = core.eventHandler, core.endOfStream.tell() else { return }
+        handler(self, .readClosed)
     }
 
     // MARK: Settings, as the loop thread reads them
@@ -388,10 +417,20 @@ extension LoopConnection {
     /// Whether reading is paused: by `isReadingPaused`, or by the output while it is at or above
     /// the high watermark (`pausesReadingWhileUnwritable`).
     var isPaused: Bool {
-        readingPausedSetting.load(ordering: .relaxed)
-            || (unwritablePauseSetting.load(ordering: .relaxed) && !belowHighWatermark.load(ordering: .relaxed))
+        let switches = self.switches
+        return switches.contains(.readingPaused)
+            || (switches.contains(.pausesWhileUnwritable) && !belowHighWatermark.load(ordering: .relaxed))
     }
-    var currentInputLimit: Int { inputLimitSetting.load(ordering: .relaxed) }
+    var currentInputLimit: Int { withSettings { $0.inputLimit } }
+    /// Whether reading goes on: not paused, and the input below its limit (one look at the
+    /// settings).
+    @inline(__always)
+    private var readsOn: Bool {
+        guard !isPaused else { return false }
+        // Every limit is 1 or more: an empty input, the usual case, is below it.
+        let count = input.count
+        return count == 0 || count < currentInputLimit
+    }
 }
 
 extension LoopDescriptorSource.Events {

@@ -8,9 +8,9 @@ extension LoopConnection {
     ///
     /// Any thread.
     public var isReadingPaused: Bool {
-        get { readingPausedSetting.load(ordering: .acquiring) }
+        get { switches.contains(.readingPaused) }
         set {
-            readingPausedSetting.store(newValue, ordering: .releasing)
+            set(.readingPaused, newValue)
             pauseChanged(resumed: !newValue)
         }
     }
@@ -30,10 +30,10 @@ extension LoopConnection {
     ///
     /// Any thread. Less than 1 is a programmer error.
     public var inputLimit: Int {
-        get { inputLimitSetting.load(ordering: .acquiring) }
+        get { withSettings { $0.inputLimit } }
         set {
             precondition(newValue >= 1, "RunLoopKit: inputLimit must be at least 1, not \(newValue)")
-            inputLimitSetting.store(newValue, ordering: .releasing)
+            withSettings { $0.inputLimit = newValue }
             onLoop { $0.updateInterest() }
         }
     }

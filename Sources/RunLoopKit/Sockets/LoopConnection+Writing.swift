@@ -52,18 +52,15 @@ extension LoopConnection {
     ///
     /// Any thread. `low` must be 0 or more and not above `high`, or it is a programmer error.
     public var writeWatermarks: (low: Int, high: Int) {
-        get { withShared { $0.watermarks } }
+        get { withSettings { $0.watermarks } }
         set {
             precondition(
                 newValue.low >= 0 && newValue.low <= newValue.high,
                 "RunLoopKit: writeWatermarks needs 0 <= low <= high, not (low: \(newValue.low), high: \(newValue.high))"
             )
-            withShared { $0.watermarks = newValue }
-            onLoop { connection in
-                // The latest value set, whichever thread set it last.
-                connection.output.watermarks = connection.withShared { $0.watermarks }
-                connection.outputDidChange()
-            }
+            withSettings { $0.watermarks = newValue }
+            // The loop thread checks the queue against them.
+            onLoop { $0.outputDidChange() }
         }
     }
 

@@ -39,8 +39,8 @@ import Synchronization
 /// timeouts: `ECONNRESET`, `ECONNREFUSED`, `ETIMEDOUT`). A loop keeps a connection it holds alive
 /// until it closes or leaves every mode; a connection in no mode that nothing references closes.
 public final class LoopConnection: LoopResident, @unchecked Sendable {
-    // @unchecked: the mutable state below the "Loop thread only" mark is touched on the loop's
-    // thread only; the rest is immutable, atomic or guarded by `sharedLock`.
+    // @unchecked: `core` and `output` are touched on the loop's thread only, `settings` under
+    // `settingsLock`; the rest is immutable or atomic.
 
     /// What a connection reports besides its input.
     public enum Event: Sendable, Equatable {
@@ -66,232 +66,53 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
     /// The loop serving the connection, retained: set in `init` for accepted and connected ones,
     /// and when its process is added to a loop for a child's standard stream.
     let boundLoop: Atomic<Unmanaged<Loop>?>
-    /// What few connections have: a child's stream's early calls, a TLS connection's engine. Set
-    /// once, at the first need (in `init` for a child's stream), and never replaced.
-    private let extrasSlot = OnceReference<Extras>()
+    /// What few connections have (`LoopConnection+Thread.swift`).
+    let extrasSlot = OnceReference<Extras>()
     /// Set once, in `init`, before the item is shared.
     private var sourceSlot: LoopDescriptorSource! = nil
     var descriptorSource: LoopDescriptorSource { sourceSlot }
 
-    /// What any thread reads and writes under `sharedLock`.
-    struct Shared {
-        var residency: Residency
-        /// The settings most connections leave alone, made the first time one is set.
-        private var settings: Settings?
+    // The connection's three parts: its settings, which any thread reads and changes under
+    // `settingsLock`; its core, the loop thread's state; and its output queue. Beside them, what
+    // the loop thread publishes for other threads (`openState`, `queuedCount`,
+    // `belowHighWatermark`), as atomics of their own.
 
-        /// `writeWatermarks` as set (the loop thread works with its own copy, `output.watermarks`).
-        var watermarks: (low: Int, high: Int) {
-            get { settings?.watermarks ?? LoopConnection.defaultWriteWatermarks }
-            set { changeSettings { $0.watermarks = newValue } }
-        }
-
-        var idleTimeout: Duration? {
-            get { settings?.idleTimeout }
-            set { changeSettings { $0.idleTimeout = newValue } }
-        }
-
-        init(residency: Residency) { self.residency = residency }
-
-        var hasSettings: Bool { settings != nil }
-
-        private mutating func changeSettings(_ body: (Settings) -> Void) {
-            if settings == nil { settings = Settings() }
-            body(settings!)
-        }
-    }
-
-    /// `writeWatermarks` and `idleTimeout` as set, guarded by `sharedLock` as `Shared` is.
-    final class Settings {
-        var watermarks = LoopConnection.defaultWriteWatermarks
-        var idleTimeout: Duration?
-    }
-
-    /// Guarded by `sharedLock`, a lock word in the connection rather than a `Locked` (a pthread
-    /// mutex in an allocation of its own): a server holds thousands of connections, mostly idle
-    /// (docs/performance-notes.md#memory-per-connection).
-    @exclusivity(unchecked) private var shared: Shared
-    private let sharedLock = LockWord()
-
-    // The flags are declared next to each other, and next to the lock word: one word for all
-    // (the stored layout is in declaration order, and a server holds many idle connections).
-
-    /// The settings read on every event, as atomics: the loop thread reads them without a lock.
-    let readingPausedSetting = Atomic<Bool>(false)
-    let halfClosureSetting = Atomic<Bool>(false)
-    /// `pausesReadingWhileUnwritable` (`LoopConnection+Backpressure.swift`).
-    let unwritablePauseSetting = Atomic<Bool>(false)
+    /// Residency and settings (`ConnectionSettings.swift`), under `settingsLock`.
+    @exclusivity(unchecked) private var settings: ConnectionSettings
+    /// The lock word, which holds the switches too. Next to the atomic flags after it: one word
+    /// for all (the stored layout is in declaration order, and a server holds many idle
+    /// connections).
+    private let settingsLock = SettingsWord()
     /// `isOpen`: set when the connection is connected, cleared as it closes.
     let openState: Atomic<Bool>
+    /// Whether the output is below the high watermark (`isWritable`): false from when it reaches
+    /// the high watermark until it falls to the low one. Written by the loop's thread, read by any.
+    let belowHighWatermark = Atomic<Bool>(true)
     let fileDescriptor: Int32
-    let inputLimitSetting = Atomic<Int>(LoopConnection.defaultInputLimit)
-    /// See `extrasSlot`: any thread.
-    final class Extras: Sendable {
-        /// A child's stream only: the calls made before it had a loop, applied there once it has one.
-        let early: Locked<EarlyCalls>?
-        /// Set once, on the loop's thread, when the connection starts TLS (`LoopConnection+TLS.swift`).
-        let tls = OnceReference<TLSEngine>()
-
-        init(early: Locked<EarlyCalls>?) { self.early = early }
-    }
-
-    /// The extras, made now if they were not.
-    private func makeExtras() -> Extras {
-        if let extras = extrasSlot.load() { return extras }
-        return extrasSlot.storeIfNil(Extras(early: nil))
-    }
-
-    private var early: Locked<EarlyCalls>? { extrasSlot.load()?.early }
-
-    /// The TLS engine, for the hooks of the read, write and lifecycle paths: two inlined loads
-    /// (no field of its own: an idle plaintext connection does not pay for it).
-    var tlsEngine: TLSEngine? {
-        @inline(__always) get { extrasSlot.load()?.tls.load() }
-    }
-
-    /// The TLS engine's slot (`LoopConnection+TLS.swift`), in the extras.
-    var tlsSlot: TLSSlot { TLSSlot(connection: Unmanaged.passUnretained(self)) }
-
-    /// `tlsSlot`: the `AtomicLazyReference` calls the TLS code makes, on the extras' slot.
-    struct TLSSlot {
-        // Unretained and unmanaged: the slot is used within a call on the connection, which holds
-        // it, and reading an `unowned(unsafe)` reference retained it on every read and write
-        // (docs/performance-notes.md#instructions-per-request).
-        let connection: Unmanaged<LoopConnection>
-
-        func load() -> TLSEngine? { connection._withUnsafeGuaranteedRef { $0.extrasSlot.load()?.tls.load() } }
-
-        @discardableResult
-        func storeIfNil(_ engine: TLSEngine) -> TLSEngine {
-            connection._withUnsafeGuaranteedRef { $0.makeExtras().tls.storeIfNil(engine) }
-        }
-    }
-
-    /// The default `writeWatermarks`: 64 KiB and 256 KiB.
-    public static let defaultWriteWatermarks = (low: 64 * 1024, high: 256 * 1024)
-
-    /// The default `inputLimit`: 1 MiB.
-    public static let defaultInputLimit = 1 << 20
-
-    // MARK: Loop thread only
+    /// The bytes queued, as the output last recorded them (`outputBufferedBytes`): written by the
+    /// loop's thread, read by any.
+    let queuedCount = Atomic<Int>(0)
 
     // Touched only on the loop's thread, so the runtime's exclusivity checks (a thread-local
     // access set, entered and left on every access) are redundant: `@exclusivity(unchecked)`.
     // They were a large share of a request's instructions, most of them in this class
     // (docs/performance-notes.md#instructions-per-request).
 
-    /// Connecting, open, closing or closed (`LoopConnection+Lifecycle.swift`): changed only by
-    /// `apply(_:)`.
-    @exclusivity(unchecked) var lifecycle: Lifecycle
-    /// `close()` or `abort()` was called: reads throw once the input is used up (the peer's end
-    /// of stream alone gives `[]`). Beside `lifecycle`, in the rest of its word.
-    @exclusivity(unchecked) var closedLocally = false
-    /// Nothing is allocated for it until bytes arrive.
+    /// The loop thread's state (`ConnectionCore.swift`).
+    @exclusivity(unchecked) var core: ConnectionCore
+    /// The input buffer, beside the core rather than in it: it is lent to `onRead` (inout) while
+    /// the handler calls back into the connection, which reaches the core. Nothing is allocated
+    /// for it until bytes arrive.
     @exclusivity(unchecked) var input = LoopBuffer()
-    @exclusivity(unchecked) var readHandler: ((LoopConnection, inout LoopBuffer) -> Void)?
-    @exclusivity(unchecked) var eventHandler: ((LoopConnection, Event) -> Void)?
-    /// The bytes queued, as the output last recorded them (`outputBufferedBytes`): written by the
-    /// loop's thread, read by any.
-    let queuedCount = Atomic<Int>(0)
-    /// The output queue, the watermarks and the writers waiting below them; reached through
+    /// The output queue and the writers waiting below the high watermark; reached through
     /// `output` (loop thread).
     @exclusivity(unchecked) private var outputState = ConnectionOutput()
-    /// Whether the output is below the high watermark (`isWritable`): false from when it reaches
-    /// the high watermark until it falls to the low one. Written by the loop's thread, read by
-    /// any. With the flags after it, it fills the end of the output's last word.
-    let belowHighWatermark = Atomic<Bool>(true)
-    /// `readClosed` was reported: at the end of stream read, or noticed while not reading.
-    @exclusivity(unchecked) var endOfStreamReported = false
-    /// `readClosed` was reported while no `onEvent` handler was set: the next one set gets it.
-    @exclusivity(unchecked) var readClosedUnheard = false
-    /// Whether a handler was told of the close.
-    @exclusivity(unchecked) var closedReported = false
-    /// Inside `onRead` the input buffer is lent out, and reading waits; a nested run there that
-    /// finds the socket readable stops watching it until `onRead` returns.
-    @exclusivity(unchecked) var delivery = DeliveryGuard.idle
-    /// The last wake-up read less than `firstReadSize` (see there).
-    @exclusivity(unchecked) var readsAreSmall = true
-    @exclusivity(unchecked) var watched: LoopDescriptorSource.Events
-    /// When bytes last moved, on the coarse clock (`LoopConnection.coarseNow`).
-    @exclusivity(unchecked) var lastActivity = LoopConnection.coarseNow
-    /// The loop thread's state that most connections never set, or set for a while only (the
-    /// connect's completion, awaited reads, the close's error and dropped bytes), made the first
-    /// time one of them is: an idle connection holds none.
-    @exclusivity(unchecked) private var rare: Rare?
 
-    /// An awaiting `read(maxLength:)` call, with the flag its task's cancellation sets, by which a
-    /// cancellation finds its own call.
-    typealias PendingRead = (
-        maxLength: Int, flag: CancellationFlag, continuation: CheckedContinuation<[UInt8], any Error>
-    )
+    /// The default `writeWatermarks`: 64 KiB and 256 KiB.
+    public static let defaultWriteWatermarks = (low: 64 * 1024, high: 256 * 1024)
 
-    /// See `rare`: loop thread only.
-    final class Rare {
-        var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)?
-        var pendingReads: [PendingRead] = []
-        var closedError: LoopError?
-        var discarded = 0
-    }
-
-    /// Whether the connection holds any of the state made on first use (`rare`, `extrasSlot`,
-    /// `Shared.settings`): none while it is idle with its defaults. Loop thread only.
-    var holdsOptionalState: Bool {
-        assertOnLoopThread()
-        return rare != nil || extrasSlot.load() != nil || withShared { $0.hasSettings }
-    }
-
-    /// The `rare` state, made now if it was not.
-    private func makeRare() -> Rare {
-        if let rare { return rare }
-        let made = Rare()
-        rare = made
-        return made
-    }
-
-    /// Connecting: what the connection's outcome is given to. Let go of the `rare` state with it
-    /// when nothing else is set there, so that a connected client holds none.
-    var connectCompletion: ((Result<LoopConnection, LoopError>) -> Void)? {
-        get { rare?.connectCompletion }
-        set {
-            if newValue != nil {
-                makeRare().connectCompletion = newValue
-            } else if let rare {
-                rare.connectCompletion = nil
-                if rare.pendingReads.isEmpty && rare.closedError == nil && rare.discarded == 0 { self.rare = nil }
-            }
-        }
-    }
-
-    /// Awaiting `read(maxLength:)` calls, in the order they were made.
-    var pendingReads: [PendingRead] {
-        get { rare?.pendingReads ?? [] }
-        _modify {
-            if let rare {
-                yield &rare.pendingReads
-            } else {
-                var reads: [PendingRead] = []
-                yield &reads
-                if !reads.isEmpty { makeRare().pendingReads = reads }
-            }
-        }
-    }
-
-    /// Why the connection closed (nil: orderly), once it has.
-    var closedError: LoopError? {
-        get { rare?.closedError }
-        set { if newValue != nil || rare != nil { makeRare().closedError = newValue } }
-    }
-
-    /// Closing: the bytes that arrived after `close()` and were dropped.
-    var discarded: Int {
-        get { rare?.discarded ?? 0 }
-        set { if newValue != 0 || rare != nil { makeRare().discarded = newValue } }
-    }
-
-    struct EarlyCalls {
-        var calls: [@Sendable (LoopConnection) -> Void] = []
-        /// The calls were handed to the loop: later ones go to it directly.
-        var handedOver = false
-    }
+    /// The default `inputLimit`: 1 MiB.
+    public static let defaultInputLimit = 1 << 20
 
     init(
         descriptor: Int32, local: SocketAddress, remote: SocketAddress, loop: Loop?, modes: [Loop.Mode] = [],
@@ -302,10 +123,11 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         remoteAddress = remote
         boundLoop = Atomic(loop.map { Unmanaged.passRetained($0) })
         if loop == nil { _ = extrasSlot.storeIfNil(Extras(early: Locked(EarlyCalls()))) }
-        lifecycle = connecting ? .connecting(then: .none) : .open(input: .open, output: .open)
+        let watched: LoopDescriptorSource.Events = connecting ? .writable : .readable
+        core = ConnectionCore(
+            lifecycle: connecting ? .connecting(then: .none) : .open(input: .open, output: .open), watched: watched)
         openState = Atomic(!connecting)
-        shared = Shared(residency: Residency(loop: loop, modes: modes))
-        watched = connecting ? .writable : .readable
+        settings = ConnectionSettings(residency: Residency(loop: loop, modes: modes))
         sourceSlot = LoopDescriptorSource(client: descriptor, events: watched)
     }
 
@@ -330,9 +152,9 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         boundLoop.load(ordering: .acquiring)?.release()
     }
 
-    /// Debug builds: traps unless called on the loop's thread, the only one that touches the state
-    /// below "Loop thread only" (every path to it passes one of these checks: the descriptor's
-    /// events, the lifecycle's changes, reads, writes, flushes and deliveries).
+    /// Debug builds: traps unless called on the loop's thread, the only one that touches `core`
+    /// and `output` (every path to them passes one of these checks: the descriptor's events, the
+    /// lifecycle's changes, reads, writes, flushes and deliveries).
     @inline(__always)
     func assertOnLoopThread() {
         assert(
@@ -340,7 +162,7 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
             "RunLoopKit: a LoopConnection's loop-thread state touched off its loop's thread")
     }
 
-    /// The output queue, watermarks and waiting writers: loop thread only (checked in debug builds).
+    /// The output queue and its waiting writers: loop thread only (checked in debug builds).
     var output: ConnectionOutput {
         _read {
             assertOnLoopThread()
@@ -352,13 +174,34 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
         }
     }
 
+    /// Runs `body` on the settings under their lock word. Any thread; `body` must not call back
+    /// into the connection.
     @inline(__always)
-    func withShared<R>(_ body: (inout Shared) -> R) -> R {
-        sharedLock.withLock { body(&shared) }
+    func withSettings<R>(_ body: (inout ConnectionSettings) -> R) -> R {
+        settingsLock.withLock { _ in body(&settings) }
+    }
+
+    /// The switches (`isReadingPaused`, `allowsHalfClosure`, `pausesReadingWhileUnwritable`),
+    /// read without the lock. Any thread.
+    @inline(__always)
+    var switches: SettingsWord.Switches { settingsLock.switches }
+
+    /// Turns `switch` on or off, under the lock. Any thread.
+    func set(_ setting: SettingsWord.Switches, _ on: Bool) {
+        settingsLock.withLock { switches in
+            if on { switches.insert(setting) } else { switches.remove(setting) }
+        }
     }
 
     func withResidency<R>(_ body: (inout Residency) -> R) -> R {
-        withShared { body(&$0.residency) }
+        withSettings { body(&$0.residency) }
+    }
+
+    /// Whether the connection holds any of the state made on first use (the core's rare state,
+    /// `extrasSlot`, the rare settings): none while it is idle with its defaults. Loop thread only.
+    var holdsOptionalState: Bool {
+        assertOnLoopThread()
+        return core.holdsRare || extrasSlot.load() != nil || withSettings { $0.hasRareSettings }
     }
 
     func descriptorReady(_ events: LoopDescriptorSource.Events) { handle(events) }
@@ -367,60 +210,4 @@ public final class LoopConnection: LoopResident, @unchecked Sendable {
 
     /// The connection's loop. Only once it has one: on its thread, or after `readyLoop` said so.
     var loop: Loop { boundLoop.load(ordering: .acquiring)!.takeUnretainedValue() }
-
-    /// Whether the calling thread is the connection's loop's thread, and calls may go to the loop
-    /// directly (not for a child's stream whose process is in no loop yet, or whose early calls
-    /// are being handed over). Takes no reference to the loop: retaining and releasing a loop,
-    /// which weak references give a side table, went the runtime's slow way on every write
-    /// (docs/performance-notes.md#instructions-per-request).
-    var isOnLoopThread: Bool {
-        if let early, !early.withLock({ $0.handedOver }) { return false }
-        guard let loop = boundLoop.load(ordering: .acquiring) else { return false }
-        return loop._withUnsafeGuaranteedRef { $0.isCurrentThread }
-    }
-
-    /// Runs `body` on the loop's thread: now if this is it, else posted in the connection's modes
-    /// (which keeps each calling thread's order). Before a child's stream has a loop, `body` waits
-    /// for the one it joins.
-    func onLoop(_ body: @escaping @Sendable (LoopConnection) -> Void) {
-        let loop: Loop
-        if let early {
-            guard
-                let ready = early.withLock({ calls -> Loop? in
-                    guard calls.handedOver else {
-                        calls.calls.append(body)
-                        return nil
-                    }
-                    return self.loop
-                })
-            else { return }
-            loop = ready
-        } else {
-            loop = self.loop
-        }
-        if loop.isCurrentThread {
-            body(self)
-        } else {
-            loop.perform(inModes: postingModes) { body(self) }
-        }
-    }
-
-    /// A child's stream joins `loop`: the calls made so far are posted there in `modes`, in their
-    /// order, before any later one. Once; a later call does nothing (a second loop is refused when
-    /// the connection is added to it).
-    func join(_ loop: Loop, inModes modes: [Loop.Mode]) {
-        guard let early else { return }
-        early.withLock { calls in
-            guard !calls.handedOver else { return }
-            // Stored first: the posted calls may run on the loop's thread before this returns.
-            boundLoop.store(Unmanaged.passRetained(loop), ordering: .releasing)
-            // Later calls are posted in the same modes as these, before the add records them.
-            withResidency { residency in
-                if residency.modes.isEmpty { residency.modes = modes }
-            }
-            for call in calls.calls { loop.perform(inModes: modes) { call(self) } }
-            calls.calls = []
-            calls.handedOver = true
-        }
-    }
 }

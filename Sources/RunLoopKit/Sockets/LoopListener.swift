@@ -28,9 +28,6 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
     /// A listener made without a handler: the connections waiting for `connections`' consumers
     /// (`LoopListener+Connections.swift`).
     let incoming: IncomingConnections?
-    /// A TLS listener's handshake settings: set in its `init` (`LoopListener+TLS.swift`), before
-    /// the listener is shared.
-    var tls: TLSStart?
     /// What any thread reads and writes under one lock.
     private struct Shared {
         var residency = Residency()
@@ -236,11 +233,7 @@ public final class LoopListener: LoopResident, @unchecked Sendable {
                 accepted: descriptor, local: Platform.address(of: descriptor) ?? localAddress, remote: remote,
                 loop: loop, modes: modes)
             for mode in modes { loop.add(connection, forMode: mode) }
-            if let tls {
-                connection.startTLS(tls) { [accept] in if case .success = $0 { accept(connection) } }
-            } else {
-                accept(connection)
-            }
+            accept(connection)
             // A handler-less listener stops at 64 connections waiting for their consumers.
             guard isValid, incoming?.isFull != true else { return }
         }

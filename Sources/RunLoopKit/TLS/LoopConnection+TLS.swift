@@ -1,10 +1,12 @@
 import Glibc
 
-// A TLS connection is a LoopConnection whose bytes pass through its `TLSEngine`: reads decrypt
-// into the input buffer (`readTLSInput`, in place of the plaintext read), writes encrypt into the
-// output queue (`queueTLSOutput`), and the changes that end this side's stream send close_notify
-// first (`tlsWillApply`). Everything else (events, watermarks, backpressure, timeouts, modes,
-// async calls) is the plaintext connection's own.
+// A TLS connection is a LoopConnection whose transport is a `TLSTransport` over its socket
+// (`StreamTransport.tls`): a wake-up's receive takes the handshake on and decrypts into the input
+// buffer (`receive(through:limit:)`), writes encrypt into records that go to the socket or
+// the output queue (`write(through:...)`), and the changes that end this side's stream make
+// close_notify first (`closeNotify(through:)`). Each returns the outcome the connection's I/O code
+// acts on, as it does on the plain socket's; everything else (events, watermarks, backpressure,
+// timeouts, modes, async calls) is the plaintext connection's own.
 
 /// What a connection needs to start its handshake once TCP is connected.
 struct TLSStart: Sendable {
@@ -27,31 +29,49 @@ struct TLSStart: Sendable {
 }
 
 extension LoopConnection {
+    /// The TLS filter's slot, in the extras (`LoopConnection+Thread.swift`).
+    var filterSlot: FilterSlot { FilterSlot(connection: Unmanaged.passUnretained(self)) }
+
+    /// `filterSlot`: the `AtomicLazyReference` calls the TLS code makes, on the extras' slot.
+    struct FilterSlot {
+        // Unretained and unmanaged: the slot is used within a call on the connection, which holds
+        // it, and reading an `unowned(unsafe)` reference retained it on every read and write
+        // (docs/performance-notes.md#instructions-per-request).
+        let connection: Unmanaged<LoopConnection>
+
+        func load() -> TLSTransport? { connection._withUnsafeGuaranteedRef { $0.extrasSlot.load()?.filter.load() } }
+
+        @discardableResult
+        func storeIfNil(_ filter: TLSTransport) -> TLSTransport {
+            connection._withUnsafeGuaranteedRef { $0.makeExtras().filter.storeIfNil(filter) }
+        }
+    }
+
     // MARK: Facts
 
     /// Whether the connection speaks TLS (it was accepted by a TLS listener, or connected with a
     /// TLS configuration).
     ///
     /// Any thread.
-    public var isTLS: Bool { tlsSlot.load() != nil }
+    public var isTLS: Bool { filterSlot.load() != nil }
 
     /// The application protocol ALPN settled on (`"http/1.1"`, `"h2"`), or nil: no TLS, or no
     /// protocol both sides named.
     ///
     /// Any thread.
-    public var negotiatedProtocol: String? { tlsSlot.load()?.negotiatedProtocol }
+    public var negotiatedProtocol: String? { filterSlot.load()?.negotiatedProtocol }
 
     /// On a client, the subject of the server's certificate, RFC 2253 style
     /// (`CN=example.com,O=Example`); nil without TLS, and on the server side (clients are not
     /// asked for certificates).
     ///
     /// Any thread.
-    public var peerCertificateSubject: String? { tlsSlot.load()?.peerCertificateSubject }
+    public var peerCertificateSubject: String? { filterSlot.load()?.peerCertificateSubject }
 
     /// The TLS version spoken (`"TLSv1.3"`, `"TLSv1.2"`), or nil without TLS.
     ///
     /// Any thread.
-    public var tlsVersion: String? { tlsSlot.load()?.version }
+    public var tlsVersion: String? { filterSlot.load()?.version }
 
     // MARK: Connecting
 
@@ -137,201 +157,136 @@ extension LoopConnection {
         _ completion: @escaping (Result<LoopConnection, LoopError>) -> Void
     ) {
         assertOnLoopThread()
-        let engine: TLSEngine
+        let filter: TLSTransport
         do {
-            engine = try TLSEngine(
-                context, serverName: serverName, verifyName: context.isServer ? nil : serverName ?? remoteAddress.host)
+            filter = try TLSTransport(
+                context, serverName: serverName,
+                verifyName: context.isServer ? nil : serverName ?? remoteAddress.host,
+                socket: SocketTransport(descriptor: fileDescriptor), peer: remoteAddress)
         } catch {
             apply(.failed(error))
             completion(.failure(error))
             return
         }
-        engine.session.socket = fileDescriptor
-        _ = tlsSlot.storeIfNil(engine)
-        engine.completion = completion
+        _ = filterSlot.storeIfNil(filter)
+        filter.completion = completion
         // Until the handshake is done, a close for any reason (reset, end of stream, timeout,
-        // cancellation) is the handshake's failure. The accept handler or the connect
-        // completion sets the application's handler afterwards.
-        eventHandler = { connection, event in
-            guard case .closed(let error) = event, let completion = connection.tlsEngine?.endHandshake() else {
-                return
-            }
+        // cancellation, a failed handshake) is the handshake's failure. The accept handler or the
+        // connect completion sets the application's handler afterwards.
+        core.eventHandler = { connection, event in
+            guard case .closed(let error) = event, let completion = filter.endHandshake() else { return }
             completion(
                 .failure(
                     error ?? LoopError("the connection to \(connection.remoteAddress) closed during the TLS handshake"))
             )
         }
-        engine.timer = loop.schedule(after: handshakeTimeout, inModes: postingModes) { [self] in
-            guard tlsEngine?.isHandshaking == true else { return }
+        filter.timer = loop.schedule(after: handshakeTimeout, inModes: postingModes) { [self] in
+            guard filter.isHandshaking else { return }
             apply(
                 .failed(
                     LoopError(
                         "the TLS handshake with \(remoteAddress) did not finish within \(handshakeTimeout)",
                         systemError: ETIMEDOUT)))
         }
-        if !context.isServer {
-            prepareToSend(engine)
-            _ = advanceHandshake(engine)
-        }
+        guard !context.isServer else { return }
+        if case .refused(let error) = stepHandshake(filter, allowance: 0).outcome { apply(.failed(error)) }
     }
 
-    /// One step of the handshake with the ciphertext read so far; true once it has succeeded and
-    /// the completion has run with the connection still open.
-    private func advanceHandshake(_ engine: TLSEngine) -> Bool {
-        switch engine.session.handshake() {
+    /// One step of the handshake with what the socket gives within `allowance`. Nil once it has
+    /// succeeded and the completion has run with the connection still open (reading goes on),
+    /// else the wake-up's outcome. A failure sends OpenSSL's alert if the socket takes it at once;
+    /// the close it leads to is the handshake's failure (see `startTLS`).
+    private func stepHandshake(
+        _ filter: TLSTransport, allowance: Int
+    ) -> (outcome: ReceiveOutcome?, wire: OpenSSLSession.Wire) {
+        let (step, wire) = filter.handshake(allowance: allowance, sendingNow: mayWriteRecordsNow)
+        if wire.received > 0 { core.lastActivity = LoopConnection.coarseNow }
+        if case .refused(let error) = step {
+            _ = filter.socket.send(filter.unsent)
+            return (.refused(error), wire)
+        }
+        guard recordsWritten(filter, wire) else { return (.drained(0), wire) }
+        switch step {
         case .done:
-            queueTLSRecords(engine)
-            guard !isClosed else { return false }
-            let completion = engine.finishHandshake()
-            eventHandler = nil
+            let completion = filter.finishHandshake()
+            core.eventHandler = nil
             completion?(.success(self))
-            return !isClosed
-        case .wantsInput:
-            queueTLSRecords(engine)
-            return false
-        case .closeNotify:
-            handshakeFailed(engine, "the peer closed the TLS session during the handshake")
-            return false
-        case .failed(let reason):
-            handshakeFailed(engine, reason)
-            return false
+            return (isClosed ? .drained(0) : nil, wire)
+        case .wantsInput, .refused: return (.drained(0), wire)
+        case .failed(let failure): return (.failed(failure), wire)
         }
     }
 
-    /// Closes the connection with `reason`: its alert goes to the peer if the socket takes it at
-    /// once, and the completion learns why.
-    private func handshakeFailed(_ engine: TLSEngine, _ reason: String) {
-        let error = LoopError("the TLS handshake with \(remoteAddress) failed: \(reason)")
-        _ = engine.session.cipherOut.send(to: fileDescriptor)
-        let completion = engine.endHandshake()
-        eventHandler = nil
-        apply(.failed(error))
-        completion?(.failure(error))
-    }
+    // MARK: The transport's calls (loop thread)
 
-    // MARK: Reading (loop thread; in place of the plaintext read)
-
-    /// Lets the session receive the plaintext read's budget per wake-up (while the input is below
-    /// its limit), takes the handshake on, then decrypts into the input buffer and delivers. The
+    /// One wake-up's receive: the session may receive the plaintext read's budget (while the
+    /// input is below `limit`), takes the handshake on, then decrypts into the input buffer. The
     /// peer's close_notify, or its end of stream, ends the input as a plaintext end of stream
     /// does; during the handshake either fails it.
-    func readTLSInput(_ engine: TLSEngine) {
-        guard delivery.readable() else { return }
-        let session = engine.session
-        let allowance =
-            input.count < currentInputLimit ? LoopConnection.readsPerWakeUp * LoopConnection.readChunk : 0
-        session.io.allowance = allowance
-        session.io.received = 0
-        session.io.drained = false
-        session.io.ended = false
-        session.io.receiveFailure = nil
-        prepareToSend(engine)
-        if engine.isHandshaking {
-            guard advanceHandshake(engine) else {
-                session.io.allowance = 0
-                guard !isClosed else { return }
-                if let failure = session.io.receiveFailure {
-                    fail("read from \(remoteAddress)", failure)
-                } else if session.io.ended {
-                    handshakeFailed(engine, "the peer closed the connection during the handshake")
-                }
-                return
-            }
+    func receive(through filter: TLSTransport, limit: Int) -> ReceiveOutcome {
+        var allowance = input.count < limit ? LoopConnection.readsPerWakeUp * LoopConnection.readChunk : 0
+        var earlier: SocketOutcome? = nil
+        if filter.isHandshaking {
+            let (outcome, wire) = stepHandshake(filter, allowance: allowance)
+            if let outcome { return outcome }
+            // The rest of the budget, unless the socket said it had no more (which stands).
+            earlier = wire.receiveStop
+            allowance = earlier == nil ? allowance - wire.received : 0
         }
-        prepareToSend(engine)
-        let (count, stop) = input.withUnique { session.decrypt(into: $0) }
-        // Outside of this call the session never touches the socket.
-        session.io.allowance = 0
-        if session.io.received > 0 { lastActivity = LoopConnection.coarseNow }
+        let (outcome, wire) = input.withUnique {
+            filter.receive(into: $0, allowance: allowance, sendingNow: mayWriteRecordsNow, earlier: earlier)
+        }
+        if wire.received > 0 { core.lastActivity = LoopConnection.coarseNow }
         // Reading may have made records too (TLS 1.3 key updates, alerts).
-        queueTLSRecords(engine)
-        guard !isClosed else { return }
-        if let failure = session.io.receiveFailure {
-            fail("read from \(remoteAddress)", failure)
-            return
-        }
-        if case .failed(let reason) = stop {
-            apply(.failed(LoopError("TLS with \(remoteAddress) failed: \(reason)")))
-            return
-        }
-        if count > 0 { deliverInput() }
-        guard !isClosed else { return }
-        if case .closeNotify = stop {
-            peerDidClose()
-        } else if session.io.ended {
-            peerDidClose()
-        }
+        guard recordsWritten(filter, wire) else { return .drained(0) }
+        return outcome
     }
 
-    // MARK: Writing (loop thread; in place of queueing plaintext)
-
-    /// Encrypts `bytes` and queues the records.
-    func queueTLSOutput(_ bytes: UnsafeRawBufferPointer, _ engine: TLSEngine) {
-        guard acceptsOutput, bytes.count > 0, !engine.isHandshaking else { return }
-        prepareToSend(engine)
-        if let reason = engine.session.encrypt(bytes) {
-            apply(.failed(LoopError("TLS with \(remoteAddress) failed: \(reason)")))
-            return
-        }
-        queueTLSRecords(engine)
+    /// Encrypts `bytes`; the records go to the socket at once if `sendingNow`, else to `rest`.
+    func write(through filter: TLSTransport, _ bytes: UnsafeRawBufferPointer, sendingNow: Bool) -> WriteOutcome {
+        guard !filter.isHandshaking else { return .dropped }
+        let (refusal, wire) = filter.write(bytes, sendingNow: sendingNow)
+        return written(filter, refusal, wire)
     }
 
-    /// Encrypts the bytes of `buffer`, block by block, leaving it empty, and queues the records.
-    func queueTLSOutput(_ buffer: EventBuffer, _ engine: TLSEngine) {
-        guard acceptsOutput, buffer.count > 0, !engine.isHandshaking else { return }
-        prepareToSend(engine)
-        while buffer.count > 0 {
-            let (length, failure) = buffer.withFirstBlock { ($0.count, engine.session.encrypt($0)) }
-            if let failure {
-                apply(.failed(LoopError("TLS with \(remoteAddress) failed: \(failure)")))
-                return
-            }
-            buffer.drain(length)
-        }
-        queueTLSRecords(engine)
+    /// Encrypts the bytes of `buffer`, block by block, leaving it empty.
+    func write(through filter: TLSTransport, _ buffer: EventBuffer, sendingNow: Bool) -> WriteOutcome {
+        guard !filter.isHandshaking else { return .dropped }
+        let (refusal, wire) = filter.write(buffer, sendingNow: sendingNow)
+        return written(filter, refusal, wire)
     }
 
-    /// Before a session call that may make records: they may go to the socket at once only while
-    /// nothing is queued for it (and only until `queueTLSRecords` takes them).
-    private func prepareToSend(_ engine: TLSEngine) {
-        engine.session.io.sendsAtOnce = queuedBytes == 0 && !isClosed
-        engine.session.io.sent = 0
+    private func written(_ filter: TLSTransport, _ refusal: LoopError?, _ wire: OpenSSLSession.Wire) -> WriteOutcome {
+        if let refusal { return .refused(refusal) }
+        if let failure = wire.sendFailure { return .failed(failure) }
+        return .encoded(sent: wire.sent, rest: filter.unsent)
     }
 
-    /// After a session call: a failed send fails the connection; what the socket did not take goes
-    /// to the output queue (sent first if nothing waits there); what it took counts as activity
-    /// and as a change of the output, as a plaintext send does.
-    private func queueTLSRecords(_ engine: TLSEngine) {
-        let session = engine.session
-        session.io.sendsAtOnce = false
-        if let failure = session.io.sendFailure {
-            session.io.sendFailure = nil
+    /// This side's stream is about to end: close_notify goes first, so that the peer reads it
+    /// before the FIN.
+    func closeNotify(through filter: TLSTransport) {
+        guard !filter.isHandshaking else { return }
+        _ = recordsWritten(filter, filter.closeNotify(sendingNow: mayWriteRecordsNow))
+    }
+
+    /// Whether records made while reading (or closing) may go to the socket at once: nothing is
+    /// queued for it.
+    private var mayWriteRecordsNow: Bool { queuedBytes == 0 && !isClosed }
+
+    /// After a session call that was not a write: a failed send fails the connection; what the
+    /// socket took counts as activity and as a change of the output; what it did not take goes to
+    /// the output queue. False once the connection is closed.
+    private func recordsWritten(_ filter: TLSTransport, _ wire: OpenSSLSession.Wire) -> Bool {
+        if let failure = wire.sendFailure {
             fail("send to \(remoteAddress)", failure)
-            return
+            return false
         }
-        let sent = session.io.sent
-        session.io.sent = 0
-        if sent > 0 { lastActivity = LoopConnection.coarseNow }
-        if session.cipherOut.count > 0 {
-            queueOutput(session.cipherOut)
-        } else if sent > 0 {
+        if wire.sent > 0 { core.lastActivity = LoopConnection.coarseNow }
+        if filter.unsent.count > 0 {
+            queueEncoded(filter.unsent)
+        } else if wire.sent > 0 {
             outputDidChange()
         }
-    }
-
-    // MARK: Closing (loop thread; before the lifecycle changes)
-
-    /// A change that ends this side's stream (`shutdownOutput()`, `close()`, or the peer's end
-    /// without half-closure) queues close_notify first, so that the peer reads it before the FIN.
-    func tlsWillApply(_ change: Change, _ engine: TLSEngine) {
-        guard !engine.isHandshaking, case .open(_, .open) = lifecycle else { return }
-        switch change {
-        case .shutdownRequested, .closeRequested: break
-        case .peerEnded where !halfClosureSetting.load(ordering: .relaxed): break
-        default: return
-        }
-        prepareToSend(engine)
-        engine.session.closeNotify()
-        queueTLSRecords(engine)
+        return !isClosed
     }
 }

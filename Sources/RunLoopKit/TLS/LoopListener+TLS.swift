@@ -13,7 +13,11 @@ extension LoopListener {
         _ accept: sending @escaping (LoopConnection) -> Void
     ) throws(LoopError) {
         let start = try TLSStart(tls, server: true)
-        try self.init(address: address, backlog: backlog, reusePort: reusePort, accept)
-        self.tls = start
+        // Each accepted connection starts its handshake first, and reaches `accept` once it has
+        // succeeded.
+        let handshaking = { (connection: LoopConnection) in
+            connection.startTLS(start) { if case .success = $0 { accept(connection) } }
+        }
+        try self.init(address: address, backlog: backlog, reusePort: reusePort, handshaking)
     }
 }

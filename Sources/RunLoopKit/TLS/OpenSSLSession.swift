@@ -3,42 +3,44 @@
 internal import COpenSSL
 import Glibc
 
-/// One connection's `SSL`, reading and writing ciphertext through a BIO of RunLoopKit's own: it
-/// receives from the connection's socket straight into OpenSSL's read buffer, and sends a record
-/// at once while the connection has nothing queued (see `TLSEngine` for why not OpenSSL's socket
-/// BIO). Loop thread only.
+/// One connection's `SSL`, reading and writing ciphertext through a BIO of RunLoopKit's own,
+/// which receives and sends through the connection's `SocketTransport` (the calls plaintext
+/// makes): it receives straight into OpenSSL's read buffer, and sends a record at once when the
+/// call allows it and nothing is left unsent before it (see `TLSTransport` for why not OpenSSL's
+/// socket BIO). The BIO touches the socket only inside the calls below, each of which says what
+/// it may do there (`allowance`, `sendingNow`) and returns what it did (`Wire`). Loop thread only.
 final class OpenSSLSession {
-    /// Ciphertext given rather than read from the socket (the fuzzer's input): taken first.
+    /// Ciphertext given rather than received from the socket (the fuzzer's input): taken first.
     let cipherIn = EventBuffer()
-    /// Ciphertext OpenSSL made (records, alerts, close_notify) that was not sent at once, for the
-    /// connection's output queue.
-    let cipherOut = EventBuffer()
+    /// Records OpenSSL made (data, alerts, close_notify) that did not go to the socket at once,
+    /// in order: the caller moves them to the connection's output queue.
+    let unsent = EventBuffer()
     private let ssl: OpaquePointer
-    /// The socket, or -1: no socket (everything goes through `cipherIn` and `cipherOut`).
-    var socket: Int32 = -1
+    /// The socket, or nil: none (everything goes through `cipherIn` and `unsent`).
+    let socket: SocketTransport?
 
-    /// Set by the connection before each call that may read or write ciphertext.
-    struct Socket {
-        /// How many more bytes the session may receive (0: none; the wake-up's budget is spent or
-        /// the input is at its limit).
-        var allowance = 0
-        /// Whether a record may be sent at once (nothing is queued for the socket).
-        var sendsAtOnce = false
-        /// Bytes received since the connection last reset it.
+    /// What one call did on the socket.
+    struct Wire: Equatable {
+        /// Bytes received from the socket.
         var received = 0
-        /// Bytes sent at once since the connection last reset it.
+        /// Bytes of records sent at once.
         var sent = 0
-        /// The socket had no more (a short read, or EAGAIN): no further `recv` until the next
-        /// wake-up.
-        var drained = false
-        /// The peer's end of stream was read.
-        var ended = false
-        /// A `recv` failed (not EAGAIN).
-        var receiveFailure: Errno?
-        /// A `send` failed (not EAGAIN).
+        /// Why receiving stopped, if it did: `wouldBlock` (the socket had no more: a short read,
+        /// or EAGAIN), `endOfStream`, or `failed`. No further `recv` in that call.
+        var receiveStop: SocketOutcome?
+        /// A send failed (not EAGAIN).
         var sendFailure: Errno?
     }
-    var io = Socket()
+
+    /// The call under way: what the BIO may do on the socket, and what it did.
+    private struct Call {
+        /// How many more bytes the BIO may receive.
+        var allowance = 0
+        /// Whether records may go to the socket at once.
+        var sendingNow = false
+        var wire = Wire()
+    }
+    private var call = Call()
 
     /// How a handshake step, or a read, ended.
     enum Progress {
@@ -54,7 +56,10 @@ final class OpenSSLSession {
     /// A session of `context`; a client verifies `verifyName` (a DNS name or an IP address, or
     /// nothing) as its context's verification says, and sends `serverName` as SNI when it is a
     /// DNS name.
-    init(_ context: OpenSSLContext, serverName: String?, verifyName: String?) throws(LoopError) {
+    init(
+        _ context: OpenSSLContext, serverName: String?, verifyName: String?, socket: SocketTransport? = nil
+    ) throws(LoopError) {
+        self.socket = socket
         OpenSSL.clearErrors()
         guard let ssl = SSL_new(context.raw) else { throw OpenSSL.error("the TLS session could not be made") }
         self.ssl = ssl
@@ -90,18 +95,39 @@ final class OpenSSLSession {
         return inet_pton(AF_INET, name, &storage) == 1 || inet_pton(AF_INET6, name, &storage) == 1
     }
 
-    /// Takes the handshake as far as the ciphertext in `cipherIn` allows.
-    func handshake() -> Progress {
-        OpenSSL.clearErrors()
-        let result = SSL_do_handshake(ssl)
-        if result == 1 { return .done }
-        return progress(after: result)
+    /// Runs `body` as one call: the BIO may receive up to `allowance` bytes and, if `sendingNow`,
+    /// send records at once. Returns what `body` gave and what the call did on the socket.
+    private func perform<R>(allowance: Int, sendingNow: Bool, _ body: () -> R) -> (R, Wire) {
+        call = Call(allowance: allowance, sendingNow: sendingNow)
+        let result = body()
+        let wire = call.wire
+        // Outside of a call the BIO never touches the socket.
+        call = Call()
+        return (result, wire)
     }
 
-    /// Decrypts into `plaintext` what `cipherIn` holds and what the socket gives within the
-    /// allowance, all of it (a partial record waits for the rest). Returns the count decrypted
+    /// Takes the handshake as far as the ciphertext in `cipherIn` and what the socket gives within
+    /// `allowance` allow.
+    func handshake(allowance: Int = 0, sendingNow: Bool = false) -> (Progress, Wire) {
+        perform(allowance: allowance, sendingNow: sendingNow) {
+            OpenSSL.clearErrors()
+            let result = SSL_do_handshake(ssl)
+            if result == 1 { return .done }
+            return progress(after: result)
+        }
+    }
+
+    /// Decrypts into `plaintext` what `cipherIn` holds and what the socket gives within
+    /// `allowance`, all of it (a partial record waits for the rest). Returns the count decrypted
     /// and why it stopped.
-    func decrypt(into plaintext: EventBuffer) -> (count: Int, stop: Progress) {
+    func decrypt(
+        into plaintext: EventBuffer, allowance: Int = 0, sendingNow: Bool = false
+    ) -> (count: Int, stop: Progress, wire: Wire) {
+        let ((count, stop), wire) = perform(allowance: allowance, sendingNow: sendingNow) { decrypt(into: plaintext) }
+        return (count, stop, wire)
+    }
+
+    private func decrypt(into plaintext: EventBuffer) -> (Int, Progress) {
         var total = 0
         while true {
             // Nothing left to decrypt: no space is reserved for a read that would find nothing (a
@@ -117,13 +143,29 @@ final class OpenSSLSession {
                 total += Int(result)
                 continue
             }
-            let stop = progress(after: result)
-            return (total, stop)
+            return (total, progress(after: result))
         }
     }
 
-    /// Encrypts `bytes` into `cipherOut` (a memory BIO takes everything: no partial writes).
-    func encrypt(_ bytes: UnsafeRawBufferPointer) -> String? {
+    /// Encrypts `bytes` (sent at once if `sendingNow` allows, else kept in `unsent`): OpenSSL's
+    /// reason if the session refused them.
+    func encrypt(_ bytes: UnsafeRawBufferPointer, sendingNow: Bool) -> (String?, Wire) {
+        perform(allowance: 0, sendingNow: sendingNow) { encrypt(bytes) }
+    }
+
+    /// `encrypt` of the bytes of `buffer`, block by block, leaving it empty (unless refused).
+    func encrypt(_ buffer: EventBuffer, sendingNow: Bool) -> (String?, Wire) {
+        perform(allowance: 0, sendingNow: sendingNow) {
+            while buffer.count > 0 {
+                let (length, refusal) = buffer.withFirstBlock { ($0.count, encrypt($0)) }
+                if let refusal { return refusal }
+                buffer.drain(length)
+            }
+            return nil
+        }
+    }
+
+    private func encrypt(_ bytes: UnsafeRawBufferPointer) -> String? {
         var rest = bytes
         while rest.count > 0 {
             OpenSSL.clearErrors()
@@ -137,12 +179,14 @@ final class OpenSSLSession {
         return nil
     }
 
-    /// Queues close_notify in `cipherOut` (once; later calls do nothing).
-    func closeNotify() {
-        guard SSL_get_shutdown(ssl) & SSL_SENT_SHUTDOWN == 0 else { return }
-        OpenSSL.clearErrors()
-        _ = SSL_shutdown(ssl)
-        OpenSSL.clearErrors()
+    /// Makes close_notify (once; later calls do nothing), sent at once if `sendingNow` allows.
+    func closeNotify(sendingNow: Bool) -> Wire {
+        perform(allowance: 0, sendingNow: sendingNow) {
+            guard SSL_get_shutdown(ssl) & SSL_SENT_SHUTDOWN == 0 else { return }
+            OpenSSL.clearErrors()
+            _ = SSL_shutdown(ssl)
+            OpenSSL.clearErrors()
+        }.1
     }
 
     /// The most plaintext one TLS record carries.
@@ -194,50 +238,46 @@ final class OpenSSLSession {
 
     /// Whether a `recv` may be made now.
     private var mayReceive: Bool {
-        socket >= 0 && io.allowance > 0 && !io.drained && !io.ended && io.receiveFailure == nil
+        socket != nil && call.allowance > 0 && call.wire.receiveStop == nil
     }
 
     /// OpenSSL wants up to `space.count` bytes: from `cipherIn` if it holds any, else from the
     /// socket within the allowance. 0 for nothing now (OpenSSL is told to retry: an end of
-    /// stream or a failure is the connection's to report, as for plaintext).
+    /// stream or a failure is the call's to report, in its `Wire`).
     private func receive(into space: UnsafeMutableRawBufferPointer) -> Int {
         if cipherIn.count > 0 { return cipherIn.remove(into: space) }
-        guard mayReceive else { return 0 }
-        let asked = min(space.count, io.allowance)
-        switch Platform.receive(socket, into: UnsafeMutableRawBufferPointer(rebasing: space[..<asked])) {
-        case .success(0):
-            io.ended = true
-            return 0
-        case .success(let count):
-            io.allowance -= count
-            io.received += count
-            // Short of what was asked: the socket has no more now, and another `recv` would only
-            // say so.
-            if count < asked { io.drained = true }
-            return count
-        case .failure(let failure):
-            if failure == .wouldBlock { io.drained = true } else { io.receiveFailure = failure }
+        guard mayReceive, let socket else { return 0 }
+        let asked = min(space.count, call.allowance)
+        let outcome = socket.receive(into: UnsafeMutableRawBufferPointer(rebasing: space[..<asked]))
+        guard case .done(let count) = outcome else {
+            call.wire.receiveStop = outcome
             return 0
         }
+        call.allowance -= count
+        call.wire.received += count
+        // Short of what was asked: the socket has no more now, and another `recv` would only
+        // say so.
+        if count < asked { call.wire.receiveStop = .wouldBlock }
+        return count
     }
 
-    /// OpenSSL made ciphertext: sent at once while nothing waits before it (what the socket does
-    /// not take is kept, in order, in `cipherOut`), kept otherwise.
+    /// OpenSSL made ciphertext: sent at once while the call allows it and nothing is unsent
+    /// before it (what the socket does not take is kept, in order, in `unsent`), kept otherwise.
     private func send(_ bytes: UnsafeRawBufferPointer) {
         var rest = bytes
-        if socket >= 0 && io.sendsAtOnce && cipherOut.count == 0 && io.sendFailure == nil {
-            switch Platform.send(socket, bytes) {
-            case .success(let count):
-                io.sent += count
+        if let socket, call.sendingNow, unsent.count == 0, call.wire.sendFailure == nil {
+            switch socket.send(bytes) {
+            case .done(let count):
+                call.wire.sent += count
                 rest = UnsafeRawBufferPointer(rebasing: bytes[count...])
-            case .failure(let failure):
-                if failure != .wouldBlock {
-                    io.sendFailure = failure
-                    return
-                }
+            case .failed(let failure):
+                call.wire.sendFailure = failure
+                return
+            case .wouldBlock, .endOfStream:
+                break
             }
         }
-        if rest.count > 0 { cipherOut.append(rest) }
+        if rest.count > 0 { unsent.append(rest) }
     }
 
     /// Reads and writes as `receive` and `send` do; one method, made once, for every session.
