@@ -4,8 +4,10 @@
 /// The changes waiting for a watch's handler, and what the loop's hub knows of the watch.
 final class FileWatchInbox: Sendable {
     /// The most changes that wait for a watch: past it they are dropped and one `overflow` stands
-    /// for them (a watch whose modes do not run must not hold memory without bound).
-    static let capacity = 16384
+    /// for them (a watch whose modes do not run must not hold memory without bound). More than one
+    /// callout of the reader can bring (16 reads of 64 KiB, 16 bytes an event at least), so that a
+    /// watch in the running mode never reaches it.
+    static let capacity = 65536
 
     private struct State {
         /// The watch, for its handler (weak: the watch holds its source, which holds this).
@@ -64,7 +66,7 @@ final class FileWatchInbox: Sendable {
                 state.descriptor = nil
             } else if state.overflowed {
                 return true
-            } else if state.pending.count >= FileWatchInbox.capacity - 1 {
+            } else if state.pending.count >= FileWatchInbox.capacity {
                 state.overflowed = true
                 state.pending.append(LoopFileWatch.Change(name: nil, kind: .overflow))
                 return true

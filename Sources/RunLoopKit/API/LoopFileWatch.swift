@@ -7,7 +7,7 @@
 /// (`rm`, `mv`, a rename over it, its file system unmounted), the last change of the batch is
 /// `watchedItemGone`: the watch then ends (`isValid` turns false once that batch is delivered).
 /// Changes that could not be recorded are reported as `overflow` (a `Change` with no name): the
-/// kernel's queue of events overflowed (fs.inotify.max_queued_events), or more than 16384 changes
+/// kernel's queue of events overflowed (fs.inotify.max_queued_events), or more than 65536 changes
 /// waited for a mode of the watch to run. Look at the watched item again then.
 ///
 /// Each loop reads all its watches through one inotify descriptor, opened when its first watch

@@ -115,6 +115,8 @@ final class FileWatchHub: @unchecked Sendable {  // `buffer`: loop thread only; 
             return table.watches
         }
         reader.invalidate()
+        // The backend closed it if it had taken it; a loop that never ran has no backend.
+        reader.closeOwnedDescriptor()
         withExtendedLifetime(watches) {}
     }
 }
