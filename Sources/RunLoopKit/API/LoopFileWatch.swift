@@ -6,6 +6,8 @@
 /// renamed, each with the child's name. When the watched item itself is deleted or moved away
 /// (`rm`, `mv`, a rename over it, its file system unmounted), the last change of the batch is
 /// `watchedItemGone`: the watch then ends (`isValid` turns false once that batch is delivered).
+/// A file deleted while a process (this one included) holds it open goes only when its last
+/// descriptor closes: until then its deletion shows as `attributesChanged` (its link count).
 /// Changes that could not be recorded are reported as `overflow` (a `Change` with no name): the
 /// kernel's queue of events overflowed (fs.inotify.max_queued_events), or more than 65536 changes
 /// waited for a mode of the watch to run. Look at the watched item again then.
