@@ -126,6 +126,24 @@ import Testing
         }
     }
 
+    /// A path that went between the watch's creation and its adding: the handler gets
+    /// `watchedItemGone`, `error` says why (ENOENT), and the watch ends; it never silently waits.
+    @Test func aPathGoneBeforeTheWatchIsAddedIsReported() throws {
+        let directory = try TemporaryDirectory()
+        let file = directory.file("brief", contents: "")
+        let batches = Recorder<[Change]>()
+        let watch = try LoopFileWatch(path: file) { _, batch in batches.append(batch) }
+        runShell("rm '\(file)'")
+        onFreshThread {
+            let loop = Loop.current
+            loop.add(watch, forMode: .default)
+            runLoop(loop) { batches.count > 0 }
+        }
+        #expect(batches.events == [[Change(name: nil, kind: .watchedItemGone)]])
+        #expect(watch.error?.systemError == ENOENT, "\(String(describing: watch.error))")
+        #expect(!watch.isValid)
+    }
+
     /// An invalidated watch's handler is never called again, and is released at once.
     @Test func invalidatedWatchIsNeverCalledAgainAndReleasesItsHandler() throws {
         let directory = try TemporaryDirectory()
