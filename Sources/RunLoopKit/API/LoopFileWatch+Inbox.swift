@@ -56,24 +56,31 @@ final class FileWatchInbox: Sendable {
         }
     }
 
-    /// Queues `change`; false if the watch has ended (nothing more is queued after its end).
-    @discardableResult
-    func append(_ change: LoopFileWatch.Change) -> Bool {
+    /// Queues `change`, unless the watch has ended (nothing is queued after its end).
+    func append(_ change: LoopFileWatch.Change) {
+        state.withLock { FileWatchInbox.append(change, to: &$0) }
+    }
+
+    /// Queues `changes`, in order, under one lock.
+    func append(contentsOf changes: [LoopFileWatch.Change]) {
         state.withLock { state in
-            guard !state.ended else { return false }
-            if change.kind == .watchedItemGone {
-                state.ended = true
-                state.descriptor = nil
-            } else if state.overflowed {
-                return true
-            } else if state.pending.count >= FileWatchInbox.capacity {
-                state.overflowed = true
-                state.pending.append(LoopFileWatch.Change(name: nil, kind: .overflow))
-                return true
-            }
-            state.pending.append(change)
-            return true
+            for change in changes { FileWatchInbox.append(change, to: &state) }
         }
+    }
+
+    private static func append(_ change: LoopFileWatch.Change, to state: inout State) {
+        guard !state.ended else { return }
+        if change.kind == .watchedItemGone {
+            state.ended = true
+            state.descriptor = nil
+        } else if state.overflowed {
+            return
+        } else if state.pending.count >= FileWatchInbox.capacity {
+            state.overflowed = true
+            state.pending.append(LoopFileWatch.Change(name: nil, kind: .overflow))
+            return
+        }
+        state.pending.append(change)
     }
 
     /// The path could not be watched when the watch was added: `watchedItemGone`, with the error.

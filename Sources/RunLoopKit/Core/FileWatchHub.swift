@@ -126,23 +126,20 @@ extension FileWatchHub: DescriptorClient {
     /// in the running mode. At most 16 buffers per callout: the rest waits for the next pass
     /// (level-triggered), so that a flood of events does not starve the loop's other sources.
     func descriptorReady(_ events: LoopDescriptorSource.Events) {
-        var touched: [LoopFileWatch] = []
-        var seen = Set<ObjectIdentifier>()
+        var batches = Batches()
         for _ in 0..<16 {
             guard case .success(let count) = Platform.read(descriptor, into: buffer), count > 0 else { break }
             let events = Platform.inotifyEvents(in: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             table.withLock { table in
-                for event in events {
-                    for watch in sort(event, &table) where seen.insert(ObjectIdentifier(watch)).inserted {
-                        touched.append(watch)
-                    }
-                }
+                for event in events { sort(event, &table, into: &batches) }
+                // Under the lock still, so that a watch unregistered meanwhile gets none of them.
+                batches.post()
                 if table.watches.isEmpty || events.contains(where: { Self.isGone($0.mask) }), let loop {
                     reconcileReader(table, loop)
                 }
             }
         }
-        deliver(touched)
+        deliver(batches.watches)
     }
 
     func descriptorSourceInvalidated() {
@@ -159,32 +156,61 @@ extension FileWatchHub: DescriptorClient {
         mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT) != 0
     }
 
-    /// Queues `event`'s change in the inboxes of the watches it is for; returns those watches.
-    private func sort(_ event: Platform.InotifyEvent, _ table: inout Table) -> [LoopFileWatch] {
+    /// Adds `event`'s change to the batches of the watches it is for.
+    private func sort(_ event: Platform.InotifyEvent, _ table: inout Table, into batches: inout Batches) {
         if event.mask & UInt32(IN_Q_OVERFLOW) != 0 {
-            let all = Array(table.watches.values.joined())
-            for watch in all { watch.inbox.append(LoopFileWatch.Change(name: nil, kind: .overflow)) }
-            return all
+            for watch in table.watches.values.joined() {
+                batches.add(LoopFileWatch.Change(name: nil, kind: .overflow), for: watch)
+            }
+            return
         }
-        guard let watches = table.watches[event.watch] else { return [] }
+        guard let watches = table.watches[event.watch] else { return }
         if Self.isGone(event.mask) {
             table.watches[event.watch] = nil
             // A moved item is still watched by the kernel: let go of it (its IN_IGNORED finds no one).
             if event.mask & UInt32(IN_IGNORED) == 0 { Platform.removeInotifyWatch(descriptor, event.watch) }
-            for watch in watches { watch.inbox.append(LoopFileWatch.Change(name: nil, kind: .watchedItemGone)) }
-            return watches
+            for watch in watches { batches.add(LoopFileWatch.Change(name: nil, kind: .watchedItemGone), for: watch) }
+            return
         }
-        guard let kind = Self.kind(of: event.mask) else { return [] }
-        for watch in watches { watch.inbox.append(LoopFileWatch.Change(name: event.name, kind: kind)) }
-        return watches
+        guard let kind = Self.kind(of: event.mask) else { return }
+        for watch in watches { batches.add(LoopFileWatch.Change(name: event.name, kind: kind), for: watch) }
     }
 
     private static func kind(of mask: UInt32) -> LoopFileWatch.Kind? {
-        let kinds: [(Int32, LoopFileWatch.Kind)] = [
-            (IN_MODIFY, .modified), (IN_ATTRIB, .attributesChanged), (IN_CREATE, .created), (IN_DELETE, .deleted),
-            (IN_MOVED_FROM, .movedFrom), (IN_MOVED_TO, .movedTo),
-        ]
-        return kinds.first { mask & UInt32($0.0) != 0 }?.1
+        if mask & UInt32(IN_MODIFY) != 0 { return .modified }
+        if mask & UInt32(IN_ATTRIB) != 0 { return .attributesChanged }
+        if mask & UInt32(IN_CREATE) != 0 { return .created }
+        if mask & UInt32(IN_DELETE) != 0 { return .deleted }
+        if mask & UInt32(IN_MOVED_FROM) != 0 { return .movedFrom }
+        if mask & UInt32(IN_MOVED_TO) != 0 { return .movedTo }
+        return nil
+    }
+
+    /// The changes of one read, by watch, in the order the watches first had one; and every watch
+    /// that had one in this callout.
+    private struct Batches {
+        private var pending: [(watch: LoopFileWatch, changes: [LoopFileWatch.Change])] = []
+        private var index: [ObjectIdentifier: Int] = [:]
+        private var seen = Set<ObjectIdentifier>()
+        private(set) var watches: [LoopFileWatch] = []
+
+        mutating func add(_ change: LoopFileWatch.Change, for watch: LoopFileWatch) {
+            let key = ObjectIdentifier(watch)
+            if let at = index[key] {
+                pending[at].changes.append(change)
+                return
+            }
+            index[key] = pending.count
+            pending.append((watch, [change]))
+            if seen.insert(key).inserted { watches.append(watch) }
+        }
+
+        /// Queues each watch's changes in its inbox, under one lock per watch.
+        mutating func post() {
+            for (watch, changes) in pending { watch.inbox.append(contentsOf: changes) }
+            pending.removeAll(keepingCapacity: true)
+            index.removeAll(keepingCapacity: true)
+        }
     }
 
     /// Delivers at once to the watches in the running mode (their handlers run in this callout);
