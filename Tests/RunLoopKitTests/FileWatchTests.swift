@@ -90,23 +90,36 @@ import Testing
         let file = directory.file("shared", contents: "")
         let first = Recorder<Change>()
         let second = Recorder<Change>()
-        onFreshThread {
+        let kernelWatches = onFreshThread {
             let loop = Loop.current
             let a = try! LoopFileWatch(path: file) { _, batch in for change in batch { first.append(change) } }
             let b = try! LoopFileWatch(path: file) { _, batch in for change in batch { second.append(change) } }
             loop.add(a, forMode: .default)
             loop.add(b, forMode: .default)
+            let instance = loop.fileWatchHub?.descriptor ?? -1
+            var kernelWatches = [inotifyWatches(of: instance)]
             runShell("echo 1 >> '\(file)'")
             runLoop(loop) { first.count > 0 && second.count > 0 }
             a.invalidate()
+            kernelWatches.append(inotifyWatches(of: instance))
             first.removeAll()
             second.removeAll()
             runShell("echo 2 >> '\(file)'")
             runLoop(loop) { second.count > 0 }
             b.invalidate()
+            kernelWatches.append(inotifyWatches(of: instance))
+            return kernelWatches
         }
         #expect(second.events.contains(Change(name: nil, kind: .modified)), "\(second.events)")
         #expect(first.events.isEmpty, "an invalidated watch was called: \(first.events)")
+        #expect(kernelWatches == [1, 1, 0], "the kernel's watches: both, after one, after both")
+    }
+
+    /// How many watches the inotify instance `descriptor` has (its `inotify wd:` lines in
+    /// /proc/self/fdinfo).
+    private func inotifyWatches(of descriptor: Int32) -> Int {
+        let info = (try? String(contentsOfFile: "/proc/self/fdinfo/\(descriptor)", encoding: .utf8)) ?? ""
+        return info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.count
     }
 
     /// A path that does not exist throws ENOENT; a path through a file, ENOTDIR; a path with a
