@@ -5,10 +5,10 @@ import PackageDescription
 // an executable of its own built from Examples/<name>/main.swift, which holds the program as the
 // documentation shows it. The tests run them as child processes, as a user would.
 let examples = [
-    "actor", "background-thread", "burst", "chat-server", "child-exit", "echo", "executor-preference", "follow", "frame-link",
-    "hang-monitor", "import-mode", "instrument", "isolated-port", "main-queue", "metrics", "modal", "modes", "observer",
-    "overview", "perform", "pipe-reader", "port", "readme", "schedule", "signal", "sort", "stdin-lines", "supervisor",
-    "timers", "tolerance", "tracer",
+    "actor", "background-thread", "burst", "chat-server", "child-exit", "echo", "executor-preference", "follow",
+    "frame-link", "hang-monitor", "import-mode", "instrument", "isolated-port", "main-queue", "metrics", "modal",
+    "modes", "observer", "overview", "perform", "pipe-reader", "port", "readme", "schedule", "signal", "sort",
+    "stdin-lines", "supervisor", "timers", "tolerance", "tracer",
 ]
 
 let package = Package(
