@@ -76,6 +76,38 @@ extension FileWatchTests {
                 "\(batches.events)")
         }
 
+        /// A watch whose mode does not run holds at most 65536 changes: past them it records one
+        /// `overflow`, while a watch of the running mode, on the same directory, gets every change.
+        @Test func aWatchWaitingForItsModeHoldsBoundedChanges() throws {
+            let directory = try TemporaryDirectory()
+            let (waiting, served) = onFreshThread {
+                let loop = Loop.current
+                var waiting: [Change] = []
+                var served = 0
+                let watch = try! LoopFileWatch(path: directory.path, loop.isolated { _, batch in waiting += batch })
+                let neighbour = try! LoopFileWatch(
+                    path: directory.path, loop.isolated { _, batch in served += batch.count })
+                loop.add(watch, forMode: "files")
+                loop.add(neighbour, forMode: .default)
+                // In rounds the kernel's queue holds, each read by the default mode.
+                for round in 0..<7 {
+                    for index in 0..<10_000 {
+                        let made = open(directory.path + "/\(round)-\(index)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
+                        if made >= 0 { close(made) }
+                    }
+                    runLoop(loop) { served >= (round + 1) * 10_000 }
+                }
+                runLoop(loop, mode: "files") { !waiting.isEmpty }
+                watch.invalidate()
+                neighbour.invalidate()
+                return (waiting, served)
+            }
+            #expect(served == 70_000)
+            #expect(waiting.count == 65_537)
+            #expect(waiting.last == Change(name: nil, kind: .overflow))
+            #expect(waiting.dropLast().allSatisfy { $0.kind == .created })
+        }
+
         /// A watch added with no other reference to it is kept by the loop and goes on reporting.
         @Test func theLoopKeepsAWatchItHolds() throws {
             let directory = try TemporaryDirectory()
