@@ -6,12 +6,9 @@ import PackageDescription
 // documentation shows it. The tests run them as child processes, as a user would.
 let examples = [
     "actor", "async-server", "background-thread", "burst", "chat-server", "child-exit", "echo", "executor-preference",
-    "frame-link",
-    "hang-monitor", "import-mode", "inside-another-loop", "instrument", "isolated-port", "main-queue", "metrics",
-    "modal", "modes", "observer",
-    "overview", "perform", "pipe-reader", "port", "readme", "schedule", "signal", "socket-activated", "sort",
-    "stdin-lines", "supervisor",
-    "timers", "tolerance", "tracer",
+    "follow", "frame-link", "hang-monitor", "import-mode", "inside-another-loop", "instrument", "isolated-port",
+    "main-queue", "metrics", "modal", "modes", "observer", "overview", "perform", "pipe-reader", "port", "readme",
+    "schedule", "signal", "socket-activated", "sort", "stdin-lines", "supervisor", "timers", "tolerance", "tracer",
 ]
 
 let package = Package(

@@ -12,7 +12,7 @@ checks what the text around it says it does:
 A complete program may instead be run as a program: the main.swift of an executable of Examples/
 (PROGRAMS names them), which holds the block as top-level code, run as a child process on its main
 thread by the tests (MainLoopProgramTests, ServerProgramTests, ChildProcessProgramTests,
-StandardInputProgramTests).
+StandardInputProgramTests, FileWatchProgramTests).
 
 (Test files are in Tests/RunLoopKitTests.) Lines are compared without their indentation and with
 runs of spaces collapsed (so `swift format` may re-indent a file and its end-of-line comments);
@@ -54,6 +54,7 @@ DOCC = {
     "TLSConnections.md": [TESTS + "GuideTLSTests.swift"],
     "DatagramSockets.md": [TESTS + "DatagramTests.swift"],
     "InsideAnotherLoop.md": [TESTS + "EmbeddingTests.swift"],
+    "CommandLineTools.md": [TESTS + "FileWatchTests.swift"],
     "Concurrency.md": [TESTS + "DocumentationTests.swift", TESTS + "GuideConcurrencyTests.swift"],
     "Visibility.md": [TESTS + "DocumentationTests.swift", TESTS + "GuideVisibilityTests.swift"],
 }
@@ -71,6 +72,7 @@ PROGRAMS = {
     "Visibility.md": ["metrics", "hang-monitor", "tracer", "instrument"],
     "WritingAServer.md": ["chat-server", "echo", "async-server", "socket-activated"],
     "InsideAnotherLoop.md": ["inside-another-loop"],
+    "CommandLineTools.md": ["follow"],
     "README.md": ["readme"],
 }
 

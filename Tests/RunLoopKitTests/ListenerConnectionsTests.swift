@@ -39,10 +39,14 @@ import Testing
     @Test func connectionsArriveInOrderAndEndWithTheListener() async throws {
         let thread = LoopThread(name: "connections")
         defer { thread.stop() }
+        // The consumers' tasks run on a thread of their own, not on Swift concurrency's few
+        // threads, which other tests may hold for seconds on a loaded machine.
+        let consumers = LoopThread(name: "consumers")
+        defer { consumers.stop() }
         let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0))
         thread.loop.add(listener, forMode: .common)
         let port = try #require(listener.localAddress.port)
-        let serving = Task {
+        let serving = Task(executorPreference: consumers.loop) {
             var served = 0
             for await connection in listener.connections {
                 served += 1
@@ -62,6 +66,10 @@ import Testing
     /// With no consumer, the listener stops at 64 connections waiting and leaves the rest in the
     /// kernel's backlog; each one taken lets one more in; all are served in the end.
     @Test func acceptingPausesWhileSixtyFourWait() async throws {
+        try await onOwnLoopThread { try await self.pausesWhileSixtyFourWait() }
+    }
+
+    private func pausesWhileSixtyFourWait() async throws {
         let thread = LoopThread(name: "connections-limit")
         defer { thread.stop() }
         let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0))
@@ -94,10 +102,14 @@ import Testing
     @Test func aCancelledConsumerStopsAndInvalidationClosesWhatWaits() async throws {
         let thread = LoopThread(name: "connections-cancel")
         defer { thread.stop() }
+        // The consumers' tasks run on a thread of their own, not on Swift concurrency's few
+        // threads, which other tests may hold for seconds on a loaded machine.
+        let consumers = LoopThread(name: "consumers")
+        defer { consumers.stop() }
         let listener = try LoopListener(address: SocketAddress(ipv4: "127.0.0.1", port: 0))
         thread.loop.add(listener, forMode: .common)
         let port = try #require(listener.localAddress.port)
-        let waiting = Task { () -> Int in
+        let waiting = Task(executorPreference: consumers.loop) { () -> Int in
             var count = 0
             for await _ in listener.connections { count += 1 }
             return count
@@ -110,7 +122,7 @@ import Testing
         defer { for socket in sockets { close(socket) } }
         let incoming = try #require(listener.incoming)
         #expect(await eventually { incoming.waitingCount == 2 })
-        let ended = Task { () -> Int in
+        let ended = Task(executorPreference: consumers.loop) { () -> Int in
             var count = 0
             for await connection in listener.connections {
                 count += 1

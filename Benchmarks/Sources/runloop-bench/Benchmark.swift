@@ -200,6 +200,8 @@ extension BenchmarkSize {
             Workloads.port.name: "\(count(postBlocks)) messages or blocks per repetition and row\(placement)",
             Workloads.datagrams.name:
                 "\(DatagramSizes(sockets).message)-byte datagrams: \(count(DatagramSizes(sockets).echoRoundTrips)) round trips; \(count(DatagramSizes(sockets).floodDatagrams)) sent, \(DatagramSizes(sockets).window) unacknowledged at most",
+            Workloads.fileWatch.name:
+                "\(count(FileWatchSizes(self).files)) files created in a watched directory per repetition and row",
         ]
     }
 }

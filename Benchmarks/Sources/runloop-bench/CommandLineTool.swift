@@ -24,7 +24,7 @@ enum CommandLineTool {
           --filter NAME      run only workloads whose name, title or number matches (repeatable):
                              post, pingpong, timers, churn, iteration, descriptor, idle, memory,
                              actorhop, jobs, bulk, echo, connections, schedule, scale, port,
-                             datagrams
+                             datagrams, filewatch
           --json PATH        also write the report as JSON to PATH
           --charts DIR       write the SVG charts to DIR (default: docs/benchmarks)
           --no-charts        do not write charts

@@ -99,27 +99,27 @@ extension Workloads {
 
 extension LibeventContender: DatagramContender {
     static func udpEcho(roundTrips: Int, message: Int, timeout: Double) -> Outcome<Double> {
-        datagramOutcome(raw_libevent_udp_echo(Int32(roundTrips), Int32(message), timeout), of: roundTrips)
+        peerOutcome(raw_libevent_udp_echo(Int32(roundTrips), Int32(message), timeout), of: roundTrips)
     }
 
     static func udpFlood(datagrams: Int, message: Int, window: Int, timeout: Double) -> Outcome<Double> {
-        datagramOutcome(
+        peerOutcome(
             raw_libevent_udp_flood(Int64(datagrams), Int32(message), Int32(window), timeout), of: datagrams)
     }
 }
 
 extension LibuvContender: DatagramContender {
     static func udpEcho(roundTrips: Int, message: Int, timeout: Double) -> Outcome<Double> {
-        datagramOutcome(raw_libuv_udp_echo(Int32(roundTrips), Int32(message), timeout), of: roundTrips)
+        peerOutcome(raw_libuv_udp_echo(Int32(roundTrips), Int32(message), timeout), of: roundTrips)
     }
 
     static func udpFlood(datagrams: Int, message: Int, window: Int, timeout: Double) -> Outcome<Double> {
-        datagramOutcome(raw_libuv_udp_flood(Int64(datagrams), Int32(message), Int32(window), timeout), of: datagrams)
+        peerOutcome(raw_libuv_udp_flood(Int64(datagrams), Int32(message), Int32(window), timeout), of: datagrams)
     }
 }
 
 /// The seconds of a C run, or why it failed and how far it got.
-private func datagramOutcome(_ result: raw_sock_result, of target: Int) -> Outcome<Double> {
+func peerOutcome(_ result: raw_sock_result, of target: Int) -> Outcome<Double> {
     guard result.ok != 0, result.seconds > 0 else {
         let step = result.failure.map { String(cString: $0) } ?? "no figure measured"
         let error = result.error != 0 ? " (\(String(cString: strerror(result.error))))" : ""

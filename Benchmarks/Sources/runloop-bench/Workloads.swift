@@ -100,7 +100,7 @@ private let timerLeads = Locked<[Implementation: Double]>([:])
 enum Workloads {
     static let all: [Workload] = [
         post, pingPong, timers, churn, iteration, descriptor, idle, memory, actorHop, jobs, bulk, echo, connections,
-        schedule, scale, port, datagrams,
+        schedule, scale, port, datagrams, fileWatch,
     ]
 
     static let post = Workload(

@@ -57,6 +57,11 @@ import Testing
     /// Figures of custom event sources, which libevent does not have.
     static let sourceFigures: Set<String> = [MetricID.scaleSources]
 
+    /// The file-watch figure, measured on RunLoopKit and libuv only (the others have no file
+    /// watching on their loops, or the benchmark does not link it).
+    static let fileWatchFigures: Set<String> = [MetricID.fileWatchEvents]
+    static let fileWatchImplementations: [Implementation] = [.runLoopKit, .libuv]
+
     @Test func everyFigureIsMeasuredOnEveryImplementation() {
         for metric in Self.report.metrics {
             for implementation in Implementation.allCases
@@ -65,6 +70,8 @@ import Testing
                     && (Self.socketImplementations.contains(implementation) || !Self.socketFigures.contains(metric.id))
                     && (implementation != .libevent || !Self.sourceFigures.contains(metric.id))
                     && (implementation != .glib || !Self.datagramFigures.contains(metric.id))
+                    && (Self.fileWatchImplementations.contains(implementation)
+                        || !Self.fileWatchFigures.contains(metric.id))
             {
                 let value = metric.median(implementation)
                 #expect(
@@ -112,6 +119,17 @@ import Testing
             #expect(metric.median(.libevent) == nil)
             #expect(metric.missing[Implementation.libevent.rawValue]?.contains("no custom event sources") == true)
             #expect(metric.notes[Implementation.libevent.rawValue]?.contains("not measured") == true)
+        }
+    }
+
+    /// The file-watch row is missing, with a note saying why, where it is not measured.
+    @Test func fileWatchFigureIsMissingWithANoteElsewhere() {
+        for metric in Self.report.metrics where Self.fileWatchFigures.contains(metric.id) {
+            for implementation in Implementation.allCases where !Self.fileWatchImplementations.contains(implementation)
+            {
+                #expect(metric.median(implementation) == nil)
+                #expect(metric.notes[implementation.rawValue]?.contains("not measured") == true, "\(implementation)")
+            }
         }
     }
 

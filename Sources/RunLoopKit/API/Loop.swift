@@ -54,6 +54,8 @@ public final class Loop: @unchecked Sendable {
     let scheduledPending = Atomic<Int>(0)
     /// What timers, observers and custom sources bound to this loop hold (see `LoopLink`).
     let link: LoopLink
+    /// The inotify descriptor of its file watches, opened at the first one (`FileWatchHub.swift`).
+    let fileWatches = Locked<FileWatchHub?>(nil)
 
     // MARK: Loop-thread-only state
 
@@ -259,6 +261,7 @@ public final class Loop: @unchecked Sendable {
             return (items, old, released)
         }
         for item in items { item.loopDidTearDown() }
+        closeFileWatches()
         withExtendedLifetime((old, released)) {}
         backend = nil
         // The eventfd is closed when the inbox goes, with the Loop object: another thread holding

@@ -2,7 +2,8 @@ import Glibc
 
 // Every system call RunLoopKit makes beyond libevent goes through `Platform`, the one layer:
 // descriptors and files in Platform+Descriptors.swift, sockets in Platform+Sockets.swift and
-// Platform+Datagrams.swift, child processes in Platform+Processes.swift, threads, thread-specific
+// Platform+Datagrams.swift, child processes in Platform+Processes.swift, inotify in
+// Platform+Inotify.swift, threads, thread-specific
 // slots, mutexes and yielding in Platform+Threads.swift, mapped memory in Platform+Memory.swift,
 // thread names, the process id, clocks and signals in Platform.swift; the failures of libevent's
 // calls (which make system calls of their own) at the end of this file. No other file calls one. A wrapper returns what the call gave, or the `Errno` it

@@ -33,6 +33,10 @@ raw_sock_result raw_libuv_udp_echo(int round_trips, int message, double timeout_
 /// `datagrams` datagrams of `message` bytes from one socket to another on another loop thread,
 /// at most `window` unacknowledged (raw_libuv_udp.c).
 raw_sock_result raw_libuv_udp_flood(long long datagrams, int message, int window, double timeout_seconds);
+/// `files` files created in `directory` (empty, which exists) under a uv_fs_event_t while the loop
+/// does not run, then the seconds uv_run takes to deliver their `files` events
+/// (raw_libuv_fswatch.c).
+raw_sock_result raw_libuv_file_watch(const char *directory, int files, double timeout_seconds);
 
 #ifdef __cplusplus
 }
