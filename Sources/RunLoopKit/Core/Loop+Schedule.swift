@@ -48,7 +48,7 @@ extension Loop {
             guard !queue.closed else { return (false, false) }
             queue.sequence &+= 1
             handle.place.state = .queued
-            queue.heap.push(latest, queue.sequence, handle, tracked: true)
+            queue.heap.push(latest, queue.sequence, handle, tracked: .first)
             if named == nil { queue.commonCount += 1 } else { queue.namedCount += 1 }
             let isFirst = queue.heap.isTop(handle)
             publishScheduledTop(queue)
@@ -188,5 +188,6 @@ extension Loop {
 
 extension LoopScheduled: TickHeapElement {
     /// Under its loop's queue lock, like all of `place`.
-    func trackedEntryMoved(to index: Int) { place.heapIndex = index }
+    @inline(__always)
+    func trackedEntryMoved(to index: Int, as track: TickHeapTrack) { place.heapIndex = index }
 }

@@ -47,33 +47,83 @@ struct ModeItems {
         observerMask = activityCounts.remove(observer.activities)
     }
 
-    /// Places the timer's schedule in the heaps. In the timer's first mode an exact schedule goes
-    /// in a tracked entry, updated in place when the timer is rescheduled; elsewhere new entries
-    /// are pushed and the old ones go stale. Inlined into adding a timer
-    /// (docs/performance-notes.md#instructions-per-timer).
+    /// Places the timer's schedule in the heaps. In the timer's first mode a schedule goes in
+    /// tracked entries (exact: one in `exact`; tolerant: one in `byFireDate` and one in
+    /// `byLatest`), moved in place when the timer is re-armed, so that re-arming leaves no stale
+    /// entry; elsewhere new entries are pushed and the old ones go stale. Inlined into adding a
+    /// timer (docs/performance-notes.md#instructions-per-timer).
     @inline(__always)
     mutating func push(_ timer: LoopTimer, _ schedule: LoopTimer.Schedule, sequence: UInt64) {
         guard schedule.isValid else { return }
-        let tracks = timer.membership.modes.startsWith(slot)
-        let tracked = tracks ? timer.membership.trackedEntry : -1
+        guard timer.membership.modes.startsWith(slot) else {
+            pushUntracked(timer, schedule, sequence: sequence)
+            return
+        }
+        let tracked = Int(timer.membership.trackedEntry)
         if schedule.latest == schedule.fireDate {
             if exact.isTrackedEntry(at: tracked, of: timer) {
                 exact.update(at: tracked, key: schedule.fireDate, sequence: sequence, generation: schedule.generation)
             } else {
-                exact.push(schedule.fireDate, sequence, timer, schedule.generation, tracked: tracks)
+                if timer.membership.trackedEntry >= 0 || timer.membership.trackedLatest >= 0 {
+                    removeTolerantEntries(of: timer)
+                }
+                exact.push(schedule.fireDate, sequence, timer, schedule.generation, tracked: .first)
             }
+            compactIfSparse()
         } else {
-            if exact.isTrackedEntry(at: tracked, of: timer) { exact.remove(at: tracked) }
+            pushTolerant(timer, schedule, sequence: sequence)
+        }
+    }
+
+    /// `push` for a tolerant schedule in the timer's first mode: each of its two entries moved
+    /// in place if it is still there (one that fired has left `byFireDate`), pushed otherwise.
+    private mutating func pushTolerant(_ timer: LoopTimer, _ schedule: LoopTimer.Schedule, sequence: UInt64) {
+        let tracked = Int(timer.membership.trackedEntry)
+        if exact.isTrackedEntry(at: tracked, of: timer) { exact.remove(at: tracked) }
+        let first = Int(timer.membership.trackedEntry)
+        if byFireDate.isTrackedEntry(at: first, of: timer) {
+            byFireDate.update(at: first, key: schedule.fireDate, sequence: sequence, generation: schedule.generation)
+        } else {
+            byFireDate.push(schedule.fireDate, sequence, timer, schedule.generation, tracked: .first)
+        }
+        let latest = Int(timer.membership.trackedLatest)
+        if byLatest.isTrackedEntry(at: latest, of: timer, as: .second) {
+            byLatest.update(at: latest, key: schedule.latest, sequence: sequence, generation: schedule.generation)
+        } else {
+            byLatest.push(schedule.latest, sequence, timer, schedule.generation, tracked: .second)
+        }
+        compactIfSparse()
+    }
+
+    /// `push` in a mode other than the timer's first: new entries, the old ones go stale.
+    private mutating func pushUntracked(_ timer: LoopTimer, _ schedule: LoopTimer.Schedule, sequence: UInt64) {
+        if schedule.latest == schedule.fireDate {
+            exact.push(schedule.fireDate, sequence, timer, schedule.generation)
+        } else {
             byFireDate.push(schedule.fireDate, sequence, timer, schedule.generation)
             byLatest.push(schedule.latest, sequence, timer, schedule.generation)
         }
         compactIfSparse()
     }
 
-    /// Removes the timer's tracked entry if it is in this mode (the timer is leaving it).
+    /// Removes the timer's tracked entries if they are in this mode (the timer is leaving it).
+    @inline(__always)
     mutating func removeTrackedEntry(of timer: LoopTimer) {
-        let tracked = timer.membership.trackedEntry
+        let tracked = Int(timer.membership.trackedEntry)
         if exact.isTrackedEntry(at: tracked, of: timer) { exact.remove(at: tracked) }
+        if timer.membership.trackedEntry >= 0 || timer.membership.trackedLatest >= 0 {
+            removeTolerantEntries(of: timer)
+        }
+    }
+
+    /// Removes the timer's tracked entries from `byFireDate` and `byLatest`, if there. Out of
+    /// line: most timers have no tolerance, and inlined it made removing any timer dearer.
+    @inline(never)
+    private mutating func removeTolerantEntries(of timer: LoopTimer) {
+        let first = Int(timer.membership.trackedEntry)
+        if byFireDate.isTrackedEntry(at: first, of: timer) { byFireDate.remove(at: first) }
+        let latest = Int(timer.membership.trackedLatest)
+        if byLatest.isTrackedEntry(at: latest, of: timer, as: .second) { byLatest.remove(at: latest) }
     }
 
     /// Puts back an entry that `popFirstDue` took, in the heap it came from (untracked: the timer

@@ -144,9 +144,11 @@ struct Membership {
     /// Set for items that serve a public object of their own (a signal source's descriptor source,
     /// a frame link's timer): keeps that object alive while the item is in a mode.
     var keeper: ItemKeeper?
-    /// A timer's tracked heap entry (see `TickHeap`), in the exact heap of its first mode: its
-    /// index, or -1.
-    var trackedEntry = -1
+    /// A timer's tracked heap entries (see `TickHeap`) in its first mode, their indices or -1:
+    /// in the exact heap or the one by fire date, and in the one by latest fire time. 32 bits
+    /// each, so that both take the room one took.
+    var trackedEntry: Int32 = -1
+    var trackedLatest: Int32 = -1
 
     var isEmpty: Bool { modes.isEmpty && !isCommon }
 
@@ -155,6 +157,7 @@ struct Membership {
         modes = ModeList()
         isCommon = false
         trackedEntry = -1
+        trackedLatest = -1
     }
 }
 

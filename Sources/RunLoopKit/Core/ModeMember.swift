@@ -28,7 +28,14 @@ extension ModeMember {
 
 extension LoopTimer: TickHeapElement {
     /// Under the loop's `state` lock, like `membership`.
-    func trackedEntryMoved(to index: Int) { membership.trackedEntry = index }
+    @inline(__always)
+    func trackedEntryMoved(to index: Int, as track: TickHeapTrack) {
+        if track == .second {
+            membership.trackedLatest = Int32(truncatingIfNeeded: index)
+        } else {
+            membership.trackedEntry = Int32(truncatingIfNeeded: index)
+        }
+    }
 }
 
 extension LoopTimer: WordLockedItem {

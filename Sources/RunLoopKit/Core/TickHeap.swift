@@ -5,12 +5,19 @@ extension TickHeap.Entry where Element == LoopTimer {
     var timer: LoopTimer { element }
 }
 
-/// An element of a `TickHeap` that may have one tracked entry: the heap tells it where that entry
-/// is whenever it moves, so that it can be updated or removed in place.
+/// An element of a `TickHeap` that may have tracked entries, one per track: the heap tells it
+/// where each is whenever it moves, so that it can be updated or removed in place.
 protocol TickHeapElement: AnyObject {
-    /// The element's tracked entry moved to `index`, or left the heap (-1). Called under whatever
-    /// guards the heap.
-    func trackedEntryMoved(to index: Int)
+    /// The element's tracked entry of `track` moved to `index`, or left the heap (-1). Called
+    /// under whatever guards the heap.
+    func trackedEntryMoved(to index: Int, as track: TickHeapTrack)
+}
+
+/// Whether a heap entry is tracked, and which of its element's positions it updates: a tolerant
+/// timer has one tracked entry in each of two heaps of its first mode (by fire date and by latest
+/// fire time), an exact timer one (`ModeItems`).
+enum TickHeapTrack: UInt8 {
+    case none, first, second
 }
 
 /// A binary min-heap of entries keyed by a time, ties broken by insertion sequence: a mode's
@@ -19,7 +26,7 @@ protocol TickHeapElement: AnyObject {
 /// Entries are mostly not removed from the middle: rescheduling a timer bumps its generation and
 /// pushes a new entry, and the old one is recognised as stale when it reaches the top. That keeps
 /// scheduling O(log n) and removal O(1); `compact` bounds the garbage. A tracked entry (a timer's
-/// one entry in its first mode) is the exception: its element knows its index, so it is updated
+/// entries in its first mode) is the exception: its element knows its index, so it is updated
 /// and removed in place, as libevent's timer heap does, and leaves no garbage: invalidated timers
 /// piling up as stale entries cost compactions and freed their memory in batches, which emptied
 /// malloc's per-thread cache (docs/performance-notes.md#instructions-per-timer).
@@ -29,8 +36,8 @@ struct TickHeap<Element: TickHeapElement> {
         var sequence: UInt64
         var generation: UInt64
         var element: Element
-        /// Whether the element is told where this entry is (see `TickHeapElement`).
-        var tracked = false
+        /// Whether the element is told where this entry is, and as which (see `TickHeapElement`).
+        var tracked = TickHeapTrack.none
 
         @inline(__always)
         func precedes(_ other: Entry) -> Bool {
@@ -55,7 +62,8 @@ struct TickHeap<Element: TickHeapElement> {
     func readTopElement<R>(_ read: (Element) -> R) -> R? { entries.isEmpty ? nil : read(entries[0].element) }
 
     mutating func push(
-        _ key: Ticks, _ sequence: UInt64, _ element: Element, _ generation: UInt64 = 0, tracked: Bool = false
+        _ key: Ticks, _ sequence: UInt64, _ element: Element, _ generation: UInt64 = 0,
+        tracked: TickHeapTrack = .none
     ) {
         entries.append(Entry(key: key, sequence: sequence, generation: generation, element: element, tracked: tracked))
         siftUp(entries.count - 1)
@@ -73,10 +81,10 @@ struct TickHeap<Element: TickHeapElement> {
         return left(first)
     }
 
-    /// Whether the entry at `index` is `element`'s tracked entry.
+    /// Whether the entry at `index` is `element`'s tracked entry of `track`.
     @inline(__always)
-    func isTrackedEntry(at index: Int, of element: Element) -> Bool {
-        index >= 0 && index < entries.count && entries[index].tracked && entries[index].element === element
+    func isTrackedEntry(at index: Int, of element: Element, as track: TickHeapTrack = .first) -> Bool {
+        index >= 0 && index < entries.count && entries[index].tracked == track && entries[index].element === element
     }
 
     /// Gives the entry at `index` a new key, sequence and generation, and restores the order.
@@ -125,8 +133,8 @@ struct TickHeap<Element: TickHeapElement> {
                 if index != kept { buffer.swapAt(kept, index) }
                 kept += 1
             }
-            for index in kept..<buffer.count where buffer[index].tracked {
-                buffer[index].element.trackedEntryMoved(to: -1)
+            for index in kept..<buffer.count where buffer[index].tracked != .none {
+                buffer[index].element.trackedEntryMoved(to: -1, as: buffer[index].tracked)
             }
             return kept
         }
@@ -138,15 +146,15 @@ struct TickHeap<Element: TickHeapElement> {
             index -= 1
             siftDown(index)
         }
-        for index in entries.indices where entries[index].tracked {
-            entries[index].element.trackedEntryMoved(to: index)
+        for index in entries.indices where entries[index].tracked != .none {
+            entries[index].element.trackedEntryMoved(to: index, as: entries[index].tracked)
         }
     }
 
     /// Tells the element of an entry leaving the heap, if tracked.
     @inline(__always)
     private func left(_ entry: Entry) -> Entry {
-        if entry.tracked { entry.element.trackedEntryMoved(to: -1) }
+        if entry.tracked != .none { entry.element.trackedEntryMoved(to: -1, as: entry.tracked) }
         return entry
     }
 
@@ -171,8 +179,8 @@ struct TickHeap<Element: TickHeapElement> {
             placed(base, child)
             child = parent
         }
-        (base + child).initialize(to: moving)
-        placed(base, child)
+        placed(moving, at: child)
+        (base + child).initialize(to: consume moving)
     }
 
     /// Sifts the entry at `start` down among the first `count` entries.
@@ -189,12 +197,25 @@ struct TickHeap<Element: TickHeapElement> {
             placed(base, parent)
             parent = child
         }
-        (base + parent).initialize(to: moving)
-        placed(base, parent)
+        placed(moving, at: parent)
+        (base + parent).initialize(to: consume moving)
     }
 
     @inline(__always)
     private static func placed(_ base: UnsafeMutablePointer<Entry>, _ index: Int) {
-        if base[index].tracked { base[index].element.trackedEntryMoved(to: index) }
+        let track = base[index].tracked
+        guard track != .none else { return }
+        // The heap's reference is borrowed: called on `base[index].element` directly, the call
+        // retained and released the element, an atomic pair per level of a sift.
+        Unmanaged.passUnretained(base[index].element)._withUnsafeGuaranteedRef {
+            $0.trackedEntryMoved(to: index, as: track)
+        }
+    }
+
+    /// `placed` for the entry a sift carries, told before it is stored (told after, through the
+    /// buffer, its element was retained and released around the call).
+    @inline(__always)
+    private static func placed(_ entry: borrowing Entry, at index: Int) {
+        if entry.tracked != .none { entry.element.trackedEntryMoved(to: index, as: entry.tracked) }
     }
 }
