@@ -75,9 +75,13 @@ import Testing
         let tool = "/usr/bin/systemd-socket-activate"
         try #require(FileManager.default.isExecutableFile(atPath: tool), "make deps installs systemd")
         let path = temporaryUnixPath("activated")
+        // The tool gives the server a fresh environment: a sanitizer's settings (no leak check
+        // at exit, as for the tests) are passed on by name.
+        let passed = ["ASAN_OPTIONS", "TSAN_OPTIONS"].filter { ProcessInfo.processInfo.environment[$0] != nil }
         let program = try RunningProgram.start(
             path: tool, name: "systemd-socket-activate",
-            arguments: ["-l", path, try RunningProgram.path(of: "example-socket-activated")])
+            arguments: ["-l", path] + passed.flatMap { ["-E", $0] }
+                + [try RunningProgram.path(of: "example-socket-activated")])
         // The tool listens, then starts the server at the first connection.
         let replies = try runPython(
             """
