@@ -3,26 +3,6 @@
 // mode, by the source, which holds it as its client (`LoopDescriptorSource.hold`) until it closes
 // or leaves its last mode. So an item the caller dropped goes on working, and is released after.
 
-/// Where a listener or connection lives: its loop, the modes it was added to (as given, `.common`
-/// included: connections it accepts and blocks it posts go to the same) and its timer.
-struct Residency {
-    var loop: Loop?
-    var modes: [Loop.Mode] = []
-    /// Follows the item into and out of its modes (idle, connect and back-off deadlines).
-    var timer: LoopTimer?
-
-    /// The modes blocks for the item are posted in: its own, or the common set before it has any.
-    var postingModes: [Loop.Mode] { modes.isEmpty ? [.common] : modes }
-}
-
-/// A listener or a connection: an item a loop holds through its descriptor source.
-protocol LoopResident: DescriptorClient, Sendable {
-    /// Runs `body` on the residency under the item's lock. Any thread; `body` must not call back
-    /// into the item.
-    func withResidency<R>(_ body: (inout Residency) -> R) -> R
-    var descriptorSource: LoopDescriptorSource { get }
-}
-
 extension Loop {
     /// Adds a listener to `mode` (`.common`: every common mode, now and later); it accepts on this
     /// loop's thread, and the connections it accepts start in the modes it was added to.
@@ -149,21 +129,4 @@ extension Loop {
         }
         for mode in modes { add(timer, forMode: mode) }
     }
-}
-
-extension LoopResident {
-    /// Drops the reference that kept the item alive in its loop, outside the lock; the caller
-    /// must still hold the item.
-    func leaveLoop() {
-        let timer = withResidency { residency in
-            defer { residency.timer = nil }
-            return residency.timer
-        }
-        timer?.invalidate()
-        let released = descriptorSource.letGo()
-        withExtendedLifetime(released) {}
-    }
-
-    /// The modes blocks for the item are posted in.
-    var postingModes: [Loop.Mode] { withResidency { $0.postingModes } }
 }

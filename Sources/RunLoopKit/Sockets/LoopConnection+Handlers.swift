@@ -29,14 +29,14 @@ extension LoopConnection {
                 // Told on a later pass, as `onRead` is of waiting input, unless the close (or
                 // another handler) comes first: `enterClosed` tells it before `closed`.
                 if connection.core.endOfStream == .unheard {
-                    connection.loop.perform(inModes: connection.postingModes) { connection.tellUnheardReadClosed() }
+                    connection.hop(to: connection.loop) { connection.tellUnheardReadClosed() }
                 }
                 return
             }
             guard connection.core.lifecycle.tellClose() else { return }
             let error = connection.core.closedError
             let endFirst = connection.core.endOfStream.tell()
-            connection.loop.perform(inModes: connection.postingModes) {
+            connection.hop(to: connection.loop) {
                 if endFirst { box.handler(connection, .readClosed) }
                 box.handler(connection, .closed(error))
             }

@@ -173,7 +173,7 @@ extension LoopConnection {
     /// Delivers waiting input on a later pass, in the connection's modes (after `onRead` is set or
     /// reading resumes).
     func scheduleDelivery() {
-        loop.perform(inModes: postingModes) { [self] in
+        hop(to: loop) { [self] in
             deliverInput()
             updateInterest()
         }

@@ -58,11 +58,7 @@ extension LoopConnection {
         } else {
             loop = self.loop
         }
-        if loop.isCurrentThread {
-            body(self)
-        } else {
-            loop.perform(inModes: postingModes) { body(self) }
-        }
+        hop(to: loop, runsInline: true) { body(self) }
     }
 
     /// A child's stream joins `loop`: the calls made so far are posted there in `modes`, in their

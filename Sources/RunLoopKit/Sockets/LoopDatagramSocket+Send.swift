@@ -143,7 +143,7 @@ extension LoopDatagramSocket {
         }
         switch outcome {
         case .queued: break
-        case .posted(let loop): loop.perform(inModes: postingModes) { self.flush() }
+        case .posted(let loop): hop(to: loop) { self.flush() }
         case .dropped:
             free(storage)
             dropped.add(1, ordering: .relaxed)

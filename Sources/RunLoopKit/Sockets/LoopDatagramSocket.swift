@@ -186,7 +186,7 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
         }
         withExtendedLifetime(replaced) {}
         updateInterest()
-        loop?.perform(inModes: postingModes) { self.deliverHeld() }
+        if let loop { hop(to: loop) { self.deliverHeld() } }
     }
 
     /// Sets the handler told of what goes wrong off any awaiting call: a datagram truncated
@@ -355,7 +355,7 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
             guard shared.sendState.datagramsWaiting(inLoop: loop != nil) == .postFlush else { return nil }
             return loop
         }
-        loop?.perform(inModes: postingModes) { self.flush() }
+        if let loop { hop(to: loop) { self.flush() } }
         updateInterest()
     }
 
@@ -390,7 +390,7 @@ public final class LoopDatagramSocket: LoopResident, @unchecked Sendable {
     /// Tells the error handler of `error`, on the loop's thread, in the socket's modes.
     func report(_ error: LoopError) {
         guard let loop = shared.withLock({ $0.lifecycle.isOpen ? $0.residency.loop : nil }) else { return }
-        loop.perform(inModes: postingModes) {
+        hop(to: loop) {
             guard let handler = self.shared.withLock({ $0.errorHandler }) else { return }
             handler(self, error)
         }
