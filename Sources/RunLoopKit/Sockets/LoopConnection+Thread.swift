@@ -58,7 +58,11 @@ extension LoopConnection {
         } else {
             loop = self.loop
         }
-        hop(to: loop, runsInline: true) { body(self) }
+        if loop.isCurrentThread {
+            body(self)
+        } else {
+            hop(to: loop) { body(self) }
+        }
     }
 
     /// A child's stream joins `loop`: the calls made so far are posted there in `modes`, in their

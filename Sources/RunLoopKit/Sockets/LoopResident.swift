@@ -40,24 +40,13 @@ extension LoopResident {
     /// The modes blocks for the item are posted in.
     var postingModes: [Loop.Mode] { withResidency { $0.postingModes } }
 
-    /// The item's hop to its loop's thread: runs `body` on `loop`'s thread (the item's loop),
-    /// posted in the item's modes, which keeps each calling thread's order and waits while no
-    /// mode holding the item runs; with `runsInline`, at once when the caller is on that thread.
-    /// Returns false, with `body` released unrun, when the loop has ended. Any thread.
+    /// The item's hop to its loop's thread: posts `body` to `loop` (the item's loop) in the
+    /// item's modes, which keeps each calling thread's order and waits while no mode holding the
+    /// item runs. Returns false, with `body` released unrun, when the loop has ended. Any thread;
+    /// callers on the loop's thread that may act at once check `isCurrentThread` first (no
+    /// closure is made then, as a connection's async reads and writes need).
     @discardableResult
-    func hop(to loop: Loop, runsInline: Bool = false, _ body: @escaping @Sendable () -> Void) -> Bool {
-        if runsInline, loop.isCurrentThread {
-            body()
-            return true
-        }
-        return loop.perform(inModes: postingModes, body)
-    }
-
-    /// ``hop(to:runsInline:_:)`` to the loop the item is in; false, with `body` released unrun,
-    /// when it is in none. Any thread.
-    @discardableResult
-    func hopToLoop(runsInline: Bool = false, _ body: @escaping @Sendable () -> Void) -> Bool {
-        guard let loop = withResidency({ $0.loop }) else { return false }
-        return hop(to: loop, runsInline: runsInline, body)
+    func hop(to loop: Loop, _ body: @escaping @Sendable () -> Void) -> Bool {
+        loop.perform(inModes: postingModes, body)
     }
 }
